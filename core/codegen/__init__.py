@@ -1,0 +1,1 @@
+"""sympy -> CUDA C: printer, C-safe names, common subexpressions, cost model, templates."""

@@ -1,0 +1,1 @@
+"""GPU runtime behind a small driver interface (PyCUDA today)."""

@@ -1,0 +1,1 @@
+"""SBML import: read and validate with libsbml, convert, and build the IR."""
