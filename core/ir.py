@@ -96,7 +96,7 @@ class Reaction:
     reactants: tuple[SpeciesReference, ...]
     products: tuple[SpeciesReference, ...]
     modifiers: tuple[str, ...]
-    rate: sp.Expr  # kinetic law: substance per time (extent units)
+    rate: sp.Expr | None  # kinetic law (substance per time); None: the file gives no math
     reversible: bool = False
     fast: bool = False
     compartment: str | None = None
@@ -239,7 +239,8 @@ class Network:
     def all_math(self) -> Iterable[tuple[str, sp.Basic]]:
         """(where, expression) for every expression in the model; for checks."""
         for r in self.reactions:
-            yield f"reaction {r.id}", r.rate
+            if r.rate is not None:
+                yield f"reaction {r.id}", r.rate
             for sr in (*r.reactants, *r.products):
                 yield f"reaction {r.id}", sr.stoichiometry
         for a in self.initial_assignments:

@@ -1,0 +1,276 @@
+"""libsbml MathML AST -> sympy.
+
+SBML math mixes numbers and booleans freely (true is 1 in arithmetic, a nonzero
+number is true in a condition), while sympy keeps them apart. So every node is
+converted as it is, and coerced where it is used: `as_number` turns a boolean b
+into Piecewise((1, b), (0, True)); `as_bool` turns a number x into x != 0.
+
+Function definitions are inlined by libsbml before this runs; a call that is
+left (a function we do not know) is an UnsupportedModelError naming it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import libsbml
+import sympy as sp
+from sympy.core.relational import Relational
+from sympy.logic.boolalg import Boolean, BooleanAtom, BooleanFunction
+
+from ..errors import UnsupportedModelError
+from ..ir import AVOGADRO_VALUE, TIME, Delay, RateOf, sym
+
+
+class MathContext:
+    """Where an expression comes from, for error messages."""
+
+    def __init__(self, where: str):
+        self.where = where
+
+    def unsupported(self, what: str) -> UnsupportedModelError:
+        return UnsupportedModelError({what: (self.where,)}, who="the SBML importer")
+
+
+def is_boolean(e) -> bool:
+    # not isinstance(e, Boolean): sympy's Symbol is a Boolean too
+    return isinstance(e, (BooleanAtom, Relational, BooleanFunction))
+
+
+def as_number(e: sp.Basic) -> sp.Expr:
+    if is_boolean(e):
+        if e is sp.true:
+            return sp.Integer(1)
+        if e is sp.false:
+            return sp.Integer(0)
+        return sp.Piecewise((sp.Integer(1), e), (sp.Integer(0), True))
+    return e
+
+
+def as_bool(e: sp.Basic) -> Boolean:
+    if is_boolean(e):
+        return e
+    if e.is_number:
+        if e is sp.nan:
+            return sp.true  # NaN is nonzero, and C agrees: (NaN != 0) is true
+        return sp.true if e != 0 else sp.false
+    return sp.Ne(e, 0, evaluate=False)
+
+
+_UNARY = {
+    libsbml.AST_FUNCTION_ABS: sp.Abs,
+    libsbml.AST_FUNCTION_ARCCOS: sp.acos,
+    libsbml.AST_FUNCTION_ARCCOSH: sp.acosh,
+    libsbml.AST_FUNCTION_ARCCOT: sp.acot,
+    libsbml.AST_FUNCTION_ARCCOTH: sp.acoth,
+    libsbml.AST_FUNCTION_ARCCSC: sp.acsc,
+    libsbml.AST_FUNCTION_ARCCSCH: sp.acsch,
+    libsbml.AST_FUNCTION_ARCSEC: sp.asec,
+    libsbml.AST_FUNCTION_ARCSECH: sp.asech,
+    libsbml.AST_FUNCTION_ARCSIN: sp.asin,
+    libsbml.AST_FUNCTION_ARCSINH: sp.asinh,
+    libsbml.AST_FUNCTION_ARCTAN: sp.atan,
+    libsbml.AST_FUNCTION_ARCTANH: sp.atanh,
+    libsbml.AST_FUNCTION_CEILING: sp.ceiling,
+    libsbml.AST_FUNCTION_COS: sp.cos,
+    libsbml.AST_FUNCTION_COSH: sp.cosh,
+    libsbml.AST_FUNCTION_COT: sp.cot,
+    libsbml.AST_FUNCTION_COTH: sp.coth,
+    libsbml.AST_FUNCTION_CSC: sp.csc,
+    libsbml.AST_FUNCTION_CSCH: sp.csch,
+    libsbml.AST_FUNCTION_EXP: sp.exp,
+    libsbml.AST_FUNCTION_FACTORIAL: sp.factorial,
+    libsbml.AST_FUNCTION_FLOOR: sp.floor,
+    libsbml.AST_FUNCTION_LN: sp.log,
+    libsbml.AST_FUNCTION_SEC: sp.sec,
+    libsbml.AST_FUNCTION_SECH: sp.sech,
+    libsbml.AST_FUNCTION_SIN: sp.sin,
+    libsbml.AST_FUNCTION_SINH: sp.sinh,
+    libsbml.AST_FUNCTION_TAN: sp.tan,
+    libsbml.AST_FUNCTION_TANH: sp.tanh,
+}
+
+_RELATIONAL = {
+    libsbml.AST_RELATIONAL_EQ: sp.Eq,
+    libsbml.AST_RELATIONAL_NEQ: sp.Ne,
+    libsbml.AST_RELATIONAL_GT: sp.Gt,
+    libsbml.AST_RELATIONAL_GEQ: sp.Ge,
+    libsbml.AST_RELATIONAL_LT: sp.Lt,
+    libsbml.AST_RELATIONAL_LEQ: sp.Le,
+}
+
+
+def _number(value: float) -> sp.Expr:
+    if math.isnan(value):
+        return sp.nan
+    if math.isinf(value):
+        return sp.oo if value > 0 else -sp.oo
+    if value == int(value) and abs(value) < 2**53:
+        return sp.Integer(int(value))
+    return sp.Float(value)
+
+
+def _compare(rel, a, b):
+    """rel(a, b), with IEEE rules where sympy refuses to order: a comparison with
+    NaN (or complex infinity, from a literal 1/0) is false, except '!='."""
+    undefined = (sp.nan, sp.zoo)
+    if a in undefined or b in undefined:
+        return sp.true if rel is sp.Ne else sp.false
+    try:
+        return rel(a, b)
+    except TypeError:
+        return rel(a, b, evaluate=False)
+
+
+def _trunc(x: sp.Expr) -> sp.Expr:
+    """Rounding toward zero, written with floor so every printer can print it."""
+    return sp.sign(x) * sp.floor(sp.Abs(x))
+
+
+class MathConverter:
+    def __init__(self, ctx: MathContext):
+        self.ctx = ctx
+
+    def convert(self, node: libsbml.ASTNode) -> sp.Basic:
+        t = node.getType()
+        kids = [node.getChild(i) for i in range(node.getNumChildren())]
+
+        # numbers and constants
+        if t == libsbml.AST_INTEGER:
+            return sp.Integer(node.getInteger())
+        if t in (libsbml.AST_REAL, libsbml.AST_REAL_E):
+            return _number(node.getReal())
+        if t == libsbml.AST_RATIONAL:
+            return sp.Rational(node.getNumerator(), node.getDenominator())
+        if t == libsbml.AST_CONSTANT_E:
+            return sp.E
+        if t == libsbml.AST_CONSTANT_PI:
+            return sp.pi
+        if t == libsbml.AST_CONSTANT_TRUE:
+            return sp.true
+        if t == libsbml.AST_CONSTANT_FALSE:
+            return sp.false
+        if t == libsbml.AST_NAME_TIME:
+            return TIME
+        if t == libsbml.AST_NAME_AVOGADRO:
+            return sp.Float(AVOGADRO_VALUE)
+        if t == libsbml.AST_NAME:
+            return sym(node.getName())
+
+        num = lambda k: as_number(self.convert(k))  # noqa: E731
+        boo = lambda k: as_bool(self.convert(k))  # noqa: E731
+
+        # arithmetic
+        if t == libsbml.AST_PLUS:
+            return sp.Add(*[num(k) for k in kids]) if kids else sp.Integer(0)
+        if t == libsbml.AST_MINUS:
+            if len(kids) == 1:
+                return -num(kids[0])
+            self._arity(node, kids, 2)
+            return num(kids[0]) - num(kids[1])
+        if t == libsbml.AST_TIMES:
+            return sp.Mul(*[num(k) for k in kids]) if kids else sp.Integer(1)
+        if t == libsbml.AST_DIVIDE:
+            self._arity(node, kids, 2)
+            return num(kids[0]) / num(kids[1])
+        if t in (libsbml.AST_POWER, libsbml.AST_FUNCTION_POWER):
+            self._arity(node, kids, 2)
+            return sp.Pow(num(kids[0]), num(kids[1]))
+        if t == libsbml.AST_FUNCTION_ROOT:
+            if len(kids) == 1:
+                return sp.sqrt(num(kids[0]))
+            self._arity(node, kids, 2)
+            return sp.Pow(num(kids[1]), 1 / num(kids[0]))
+        if t == libsbml.AST_FUNCTION_LOG:
+            if len(kids) == 1:
+                return sp.log(num(kids[0]), 10)
+            self._arity(node, kids, 2)
+            return sp.log(num(kids[1]), num(kids[0]))
+        if t in _UNARY:
+            self._arity(node, kids, 1)
+            return _UNARY[t](num(kids[0]))
+        if t == libsbml.AST_FUNCTION_MAX:
+            return sp.Max(*[num(k) for k in kids]) if kids else -sp.oo
+        if t == libsbml.AST_FUNCTION_MIN:
+            return sp.Min(*[num(k) for k in kids]) if kids else sp.oo
+        if t == libsbml.AST_FUNCTION_QUOTIENT:
+            self._arity(node, kids, 2)
+            return sp.floor(num(kids[0]) / num(kids[1]))
+        if t == libsbml.AST_FUNCTION_REM:
+            self._arity(node, kids, 2)
+            a, b = num(kids[0]), num(kids[1])
+            return a - b * _trunc(a / b)
+
+        # logic
+        if t == libsbml.AST_LOGICAL_AND:
+            return sp.And(*[boo(k) for k in kids])
+        if t == libsbml.AST_LOGICAL_OR:
+            return sp.Or(*[boo(k) for k in kids])
+        if t == libsbml.AST_LOGICAL_XOR:
+            return sp.Xor(*[boo(k) for k in kids])
+        if t == libsbml.AST_LOGICAL_NOT:
+            self._arity(node, kids, 1)
+            return sp.Not(boo(kids[0]))
+        if t == libsbml.AST_LOGICAL_IMPLIES:
+            self._arity(node, kids, 2)
+            return sp.Implies(boo(kids[0]), boo(kids[1]))
+        if t in _RELATIONAL:
+            return self._relational(_RELATIONAL[t], [num(k) for k in kids])
+        if t == libsbml.AST_FUNCTION_PIECEWISE:
+            return self._piecewise(kids)
+
+        # csymbols
+        if t == libsbml.AST_FUNCTION_DELAY:
+            self._arity(node, kids, 2)
+            return Delay(num(kids[0]), num(kids[1]))
+        if t == libsbml.AST_FUNCTION_RATE_OF:
+            self._arity(node, kids, 1)
+            if kids[0].getType() != libsbml.AST_NAME:
+                raise self.ctx.unsupported("rateOf of an expression (SBML allows only an identifier)")
+            return RateOf(sym(kids[0].getName()))
+
+        if t == libsbml.AST_FUNCTION:
+            raise self.ctx.unsupported(f"call of undefined function '{node.getName()}'")
+        if t == libsbml.AST_LAMBDA:
+            raise self.ctx.unsupported("lambda outside a function definition")
+        name = node.getName() or libsbml.formulaToL3String(node) or f"AST type {t}"
+        raise self.ctx.unsupported(f"MathML element '{name}'")
+
+    def _arity(self, node, kids, n):
+        if len(kids) != n:
+            what = node.getName() or libsbml.formulaToL3String(node)
+            raise self.ctx.unsupported(f"'{what}' with {len(kids)} arguments (expects {n})")
+
+    def _relational(self, rel, args):
+        if len(args) < 2:
+            raise self.ctx.unsupported(f"relational with {len(args)} argument(s)")
+        parts = [_compare(rel, a, b) for a, b in zip(args, args[1:])]
+        return parts[0] if len(parts) == 1 else sp.And(*parts)
+
+    def _piecewise(self, kids):
+        pieces = []
+        for i in range(0, len(kids) - 1, 2):
+            pieces.append((self.convert(kids[i]), as_bool(self.convert(kids[i + 1]))))
+        otherwise = self.convert(kids[-1]) if len(kids) % 2 == 1 else None
+        values = [v for v, _ in pieces] + ([otherwise] if otherwise is not None else [])
+        if values and all(is_boolean(v) for v in values):
+            # a piecewise of booleans is a boolean: (c1 and v1) or (!c1 and c2 and v2) ...
+            terms, before = [], []
+            for v, c in pieces:
+                terms.append(sp.And(*before, c, v))
+                before.append(sp.Not(c))
+            if otherwise is not None:
+                terms.append(sp.And(*before, otherwise))
+            return sp.Or(*terms)
+        args = [(as_number(v), c) for v, c in pieces]
+        # no otherwise: SBML leaves the value undefined; NaN makes that visible
+        args.append((as_number(otherwise) if otherwise is not None else sp.nan, True))
+        return sp.Piecewise(*args)
+
+
+def convert_math(node: libsbml.ASTNode | None, where: str, *, boolean: bool = False):
+    """MathML -> sympy; `boolean` for triggers and other conditions."""
+    if node is None:
+        return None
+    e = MathConverter(MathContext(where)).convert(node)
+    return as_bool(e) if boolean else as_number(e)

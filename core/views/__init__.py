@@ -1,0 +1,5 @@
+"""Derived forms of a Network that backends consume: the ODE view and the stochastic view."""
+
+from .ode import AMOUNT, VALUE, OdeEvent, OdeSystem, ode_system
+
+__all__ = ["ode_system", "OdeSystem", "OdeEvent", "AMOUNT", "VALUE"]
