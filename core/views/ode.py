@@ -156,8 +156,12 @@ def ode_system(network: Network) -> OdeSystem:
 
 
 class _Builder:
-    def __init__(self, net: Network):
+    """`species_as_amounts`: every species symbol in math means its amount (the
+    stochastic convention: kinetic laws evaluated in substance units)."""
+
+    def __init__(self, net: Network, species_as_amounts: bool = False):
         self.net = net
+        self.species_as_amounts = species_as_amounts
         self.rule_vars = {r.variable for r in net.assignment_rules}
         self.rate_vars = {r.variable for r in net.rate_rules}
         self.ia = {a.variable: a.math for a in net.initial_assignments}
@@ -232,7 +236,7 @@ class _Builder:
         xs = {sid: state_symbol(sid) for sid in state_ids}
 
         # SBML values over time, as expressions in x, p, t
-        values = _Resolver(n)
+        values = _Resolver(n, self.species_as_amounts)
         for sid in ids:
             if sid in self.rule_vars:
                 values.define(sid, n.assignment_rule_by_variable[sid].math)
@@ -249,7 +253,7 @@ class _Builder:
         for s in n.species:
             if kinds[s.id] == AMOUNT:
                 amounts[s.id] = xs[s.id]
-            elif n.species_value_is_amount(s.id):
+            elif values.value_is_amount(s.id):
                 amounts[s.id] = values.value(s.id)
             else:
                 amounts[s.id] = values.value(s.id) * values.value(s.compartment)
@@ -282,7 +286,7 @@ class _Builder:
     def _initial_values(self, ids, p_syms) -> "_Resolver":
         """SBML values at t0: file numbers, initial assignments, assignment rules."""
         n = self.net
-        init = _Resolver(n)
+        init = _Resolver(n, self.species_as_amounts)
         for sid in ids:
             if sid in self.rule_vars:
                 init.define(sid, n.assignment_rule_by_variable[sid].math)
@@ -335,7 +339,7 @@ class _Builder:
                      f"a state (it has an assignment rule or is constant)": (e.id,)},
                     who="the ODE view")
             value = r(a.math)
-            if kinds[v] == AMOUNT and not n.species_value_is_amount(v):
+            if kinds[v] == AMOUNT and not values.value_is_amount(v):
                 comp = n.species_by_id[v].compartment
                 size = r(new_values[comp]) if comp in new_values else values.value(comp)
                 value = value * size
@@ -356,8 +360,9 @@ class _Resolver:
     """Substitutes SBML symbols by their definitions, recursively, with memo and
     cycle detection (SBML forbids cycles; a model that has one gets a clear error)."""
 
-    def __init__(self, net: Network):
+    def __init__(self, net: Network, species_as_amounts: bool = False):
         self.net = net
+        self.species_as_amounts = species_as_amounts
         self.fixed: dict[str, sp.Expr] = {}  # already in final terms
         self.defs: dict[str, sp.Expr] = {}  # in SBML symbols, to resolve
         self.memo: dict[str, sp.Expr] = {}
@@ -369,20 +374,23 @@ class _Resolver:
     def define(self, sid: str, expr: sp.Expr) -> None:
         self.defs[sid] = expr
 
+    def value_is_amount(self, sid: str) -> bool:
+        return self.species_as_amounts or self.net.species_value_is_amount(sid)
+
     def define_species_from_amount(self, sid: str, amount: sp.Expr) -> None:
-        if self.net.species_value_is_amount(sid):
+        if self.value_is_amount(sid):
             self.define(sid, amount)
         else:
             self.define(sid, amount / sym(self.net.species_by_id[sid].compartment))
 
     def define_species_from_concentration(self, sid: str, conc: sp.Expr) -> None:
-        if self.net.species_value_is_amount(sid):
+        if self.value_is_amount(sid):
             self.define(sid, conc * sym(self.net.species_by_id[sid].compartment))
         else:
             self.define(sid, conc)
 
     def amount(self, sid: str) -> sp.Expr:
-        if self.net.species_value_is_amount(sid):
+        if self.value_is_amount(sid):
             return self.value(sid)
         return self.value(sid) * self.value(self.net.species_by_id[sid].compartment)
 

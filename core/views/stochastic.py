@@ -1,0 +1,102 @@
+"""The stochastic view of a Network: molecule counts, integer stoichiometry,
+propensities in substance units.
+
+For stochastic simulation the kinetic law, evaluated with every species symbol
+standing for its *amount*, is the propensity (the convention of DSMTS,
+libRoadRunner and COPASI). Events and assignment rules carry over with the same
+convention; rate rules, varying compartments and stoichiometries that are not
+constant whole numbers have no meaning for a jump process and are refused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import sympy as sp
+
+from ..errors import UnsupportedModelError
+from ..ir import Network
+from .ode import AMOUNT, OdeEvent, _Builder, unsupported as ode_unsupported
+
+
+@dataclass(frozen=True)
+class StochasticSystem:
+    network: Network
+    x: tuple[sp.Symbol, ...]  # state: species amounts, and values set only by events
+    state_ids: tuple[str, ...]
+    state_kinds: tuple[str, ...]
+    p: tuple[sp.Symbol, ...]
+    p_ids: tuple[str, ...]
+    p_values: np.ndarray
+    reaction_ids: tuple[str, ...]
+    propensities: tuple[sp.Expr, ...]  # in x, p, t
+    stoichiometry: np.ndarray  # (reactions, states) net change, int64
+    reactant_orders: np.ndarray  # (reactions, states) molecules consumed, int64
+    x0: tuple[sp.Expr, ...]  # in p and t
+    events: tuple[OdeEvent, ...]
+    values: dict[str, sp.Expr] = field(repr=False)
+    t: sp.Symbol = sp.Symbol("@time")
+
+    def value(self, sbml_id: str) -> sp.Expr:
+        return self.values[sbml_id]
+
+    @property
+    def species_state_indices(self) -> tuple[int, ...]:
+        species = self.network.species_by_id
+        return tuple(i for i, sid in enumerate(self.state_ids) if sid in species)
+
+
+def unsupported(network: Network) -> list[tuple[str, tuple[str, ...]]]:
+    out = list(ode_unsupported(network))
+    if network.rate_rules:
+        out.append(("rate rule (no meaning in a jump process)",
+                    tuple(r.variable for r in network.rate_rules)))
+    varying = [c.id for c in network.compartments
+               if not c.constant and (c.id in network.assignment_rule_by_variable
+                                      or c.id in network.event_assigned)]
+    if varying:
+        out.append(("compartment whose size changes", tuple(varying)))
+    bad_stoich = []
+    for r in network.reactions:
+        for sr in (*r.reactants, *r.products):
+            s = sr.stoichiometry
+            if not (s.is_Number and float(s) == int(float(s)) and float(s) >= 0):
+                bad_stoich.append(r.id)
+                break
+    if bad_stoich:
+        out.append(("stoichiometry that is not a constant whole number", tuple(bad_stoich)))
+    return out
+
+
+def stochastic_system(network: Network) -> StochasticSystem:
+    missing = unsupported(network)
+    if missing:
+        raise UnsupportedModelError(missing, who="the stochastic view")
+    ode = _Builder(network, species_as_amounts=True).build()
+    index = {sid: i for i, sid in enumerate(ode.state_ids)}
+    reactions = network.reactions
+    stoich = np.zeros((len(reactions), len(ode.state_ids)), dtype=np.int64)
+    orders = np.zeros_like(stoich)
+    for j, r in enumerate(reactions):
+        for sr in r.reactants:
+            if sr.species in index and ode.state_kinds[index[sr.species]] == AMOUNT:
+                k = int(float(sr.stoichiometry))
+                orders[j, index[sr.species]] += k
+                if not _fixed(network, sr.species):
+                    stoich[j, index[sr.species]] -= k
+        for sr in r.products:
+            if sr.species in index and not _fixed(network, sr.species):
+                stoich[j, index[sr.species]] += int(float(sr.stoichiometry))
+    return StochasticSystem(
+        network=network, x=ode.x, state_ids=ode.state_ids, state_kinds=ode.state_kinds,
+        p=ode.p, p_ids=ode.p_ids, p_values=ode.p_values,
+        reaction_ids=tuple(r.id for r in reactions),
+        propensities=tuple(ode.values[r.id] for r in reactions),
+        stoichiometry=stoich, reactant_orders=orders, x0=ode.x0, events=ode.events,
+        values=ode.values, t=ode.t)
+
+
+def _fixed(network: Network, species_id: str) -> bool:
+    s = network.species_by_id[species_id]
+    return s.boundary_condition or s.constant
