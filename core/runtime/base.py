@@ -130,6 +130,10 @@ class Device(ABC):
     @abstractmethod
     def from_device(self, buffer: Buffer, shape, dtype) -> Any: ...
 
+    def upload(self, buffer: Buffer, array) -> None:
+        """Copy a host array into an existing buffer (at least as large)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot upload into a buffer")
+
     @abstractmethod
     def synchronize(self) -> None: ...
 

@@ -1,0 +1,64 @@
+"""Common subexpression elimination: expressions in, C statements out.
+
+    block = eliminate([rhs_1, rhs_2, ...])
+    lines, outputs = block.render(printer)
+    # lines:   ["const double cse_0 = k1*S1;", ...]
+    # outputs: ["cse_0 - k2*S2", ...]       (assign them where the kernel wants)
+
+Temporaries are sympy Dummies, so they never equal a model symbol (a model may
+have a parameter called `cse_0`; it prints as `s_cse__0`), and their C names
+`cse_<n>` cannot collide with mangled names (`s_...`, see names.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import sympy as sp
+
+from .names import temp_name
+from .printer import CudaPrinter, is_boolean
+
+
+@dataclass(frozen=True)
+class CseBlock:
+    """`temporaries` in evaluation order (each may use earlier ones), then `outputs`,
+    all in terms of model symbols and temporaries."""
+
+    temporaries: tuple[tuple[sp.Dummy, sp.Basic], ...]
+    outputs: tuple[sp.Basic, ...]
+
+    @property
+    def names(self) -> dict[sp.Dummy, str]:
+        """Temporary symbol -> its C name."""
+        return {sym: temp_name(i) for i, (sym, _) in enumerate(self.temporaries)}
+
+    def render(self, printer: CudaPrinter, where: str | None = None) -> tuple[list[str], list[str]]:
+        """(declarations of the temporaries, C text of each output). Boolean
+        temporaries are `const bool`; outputs are printed as values (a boolean
+        output becomes 1 or 0)."""
+        local = type(printer)({**printer.symbols, **self.names}, printer.precision,
+                            printer.unmapped)
+        lines = []
+        for sym, expr in self.temporaries:
+            ctype = "bool" if is_boolean(expr) else local.real_type
+            lines.append(f"const {ctype} {self.names[sym]} = {local.doprint(expr, where=where)};")
+        outputs = [local.print_value(e, where=where) for e in self.outputs]
+        return lines, outputs
+
+
+def eliminate(exprs: Iterable[sp.Basic], *, optimizations=None) -> CseBlock:
+    """Run sympy.cse over `exprs` (a list: the outputs keep its order)."""
+    exprs = [sp.sympify(e) for e in exprs]
+    if not exprs:
+        return CseBlock((), ())
+    temporaries, reduced = sp.cse(exprs, symbols=sp.numbered_symbols("cse", cls=sp.Dummy),
+                                  optimizations=optimizations, list=True)
+    return CseBlock(tuple(temporaries), tuple(reduced))
+
+
+def generate(exprs: Sequence[sp.Basic], printer: CudaPrinter,
+             where: str | None = None) -> tuple[list[str], list[str]]:
+    """`eliminate(exprs).render(printer)` in one call."""
+    return eliminate(exprs).render(printer, where=where)

@@ -1,0 +1,115 @@
+"""The on-disk cubin cache: compile each (source, options, nvcc, arch) once.
+
+key = sha256 of the source, the options, nvcc's `--version` text and the arch.
+Files live in $SBMLGPU_CACHE_DIR, else ~/.cache/sbmlgpu, as `cubin/<key>.cubin`,
+written atomically (a temporary file in the same folder, then os.replace), so
+concurrent processes (MPI ranks, one per GPU) can share a cache.
+
+A hit runs no process at all: nvcc's version text is itself cached, keyed by
+nvcc's resolved path, size and modification time, so a new toolkit in the same
+place still changes every key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import Callable, Sequence
+
+from ..codegen import compile_check
+
+log = logging.getLogger("sbmlgpu.runtime")
+_ELF_MAGIC = b"\x7fELF"
+
+
+def default_directory() -> Path:
+    env = os.environ.get("SBMLGPU_CACHE_DIR")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "sbmlgpu"
+
+
+class CompileCache:
+    """`compile(source, arch, options)` -> cubin bytes, through the disk cache."""
+
+    def __init__(self, directory: str | os.PathLike | None = None,
+                 compiler: Callable[..., bytes] | None = None):
+        self.directory = Path(directory) if directory is not None else default_directory()
+        self._compiler = compiler
+        self.hits = 0
+        self.misses = 0
+
+    # -- keys --------------------------------------------------------------------
+    def compiler_version(self) -> str:
+        """nvcc's `--version` text, from the small on-disk note when nvcc is unchanged."""
+        nvcc = compile_check.nvcc_path()
+        if nvcc is None:
+            return compile_check.nvcc_version()  # raises the typed "nvcc not found"
+        real = os.path.realpath(nvcc)
+        st = os.stat(real)
+        stamp = hashlib.sha256(f"{real}\0{st.st_size}\0{st.st_mtime_ns}".encode()).hexdigest()
+        note = self.directory / "nvcc-version" / f"{stamp[:32]}.txt"
+        try:
+            return note.read_text(encoding="utf-8")
+        except OSError:
+            pass
+        version = compile_check.nvcc_version()
+        self._write(note, version.encode("utf-8"))
+        return version
+
+    def key(self, source: str, arch: str, options: Sequence[str] = ()) -> str:
+        payload = json.dumps({"source": source, "options": [str(o) for o in options],
+                              "nvcc": self.compiler_version(), "arch": arch},
+                             sort_keys=True)
+        return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+    def path(self, key: str) -> Path:
+        return self.directory / "cubin" / f"{key}.cubin"
+
+    # -- compiling ----------------------------------------------------------------
+    def compile(self, source: str, arch: str, options: Sequence[str] = (),
+                name: str = "kernel") -> bytes:
+        """The cubin of `source` for `arch`; nvcc runs only on a miss. A failed
+        compilation raises CompileError and caches nothing."""
+        path = self.path(self.key(source, arch, options))
+        try:
+            cubin = path.read_bytes()
+            if cubin.startswith(_ELF_MAGIC):
+                self.hits += 1
+                return cubin
+            log.warning("ignoring a damaged cache entry %s", path)
+        except OSError:
+            pass
+        self.misses += 1
+        compiler = self._compiler or compile_check.nvcc_compile
+        cubin = compiler(source, arch=arch, options=tuple(options), name=name)
+        self._write(path, cubin)
+        return cubin
+
+    def _write(self, path: Path, data: bytes) -> None:
+        """Atomic write; a cache that cannot be written only costs recompilation."""
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                os.replace(tmp, path)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+        except OSError as e:
+            log.warning("compile cache %s is not writable (%s); not caching", path.parent, e)
+
+
+_default: dict[Path, CompileCache] = {}
+
+
+def default_cache() -> CompileCache:
+    """The process-wide cache for the current $SBMLGPU_CACHE_DIR."""
+    directory = default_directory()
+    if directory not in _default:
+        _default[directory] = CompileCache(directory)
+    return _default[directory]

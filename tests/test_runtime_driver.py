@@ -1,0 +1,373 @@
+"""The runtime without a GPU: discovery falls back to the CPU path (logged once), and
+the PyCUDA driver's own logic (contexts, errors, arguments, copies) runs against a
+stand-in for pycuda.driver that behaves like its documented API."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+import threading
+import types
+
+import numpy as np
+import pytest
+
+from sbmlgpu import runtime
+from sbmlgpu.errors import DeviceError
+from sbmlgpu.runtime import OutOfDeviceMemory, pycuda_driver
+
+
+# -- a stand-in for pycuda.driver ---------------------------------------------------------
+
+def make_fake_cuda(n_devices=2, memory=1 << 20):
+    cuda = types.SimpleNamespace()
+
+    class Error(Exception):
+        pass
+
+    cuda.Error = Error
+    cuda.MemoryError = type("MemoryError", (Error,), {})
+    cuda.LogicError = type("LogicError", (Error,), {})
+    cuda.LaunchError = type("LaunchError", (Error,), {})
+    names = ["MULTIPROCESSOR_COUNT", "CLOCK_RATE", "MEMORY_CLOCK_RATE", "GLOBAL_MEMORY_BUS_WIDTH",
+             "MAX_SHARED_MEMORY_PER_BLOCK", "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN",
+             "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR", "MAX_REGISTERS_PER_BLOCK",
+             "MAX_REGISTERS_PER_MULTIPROCESSOR", "MAX_THREADS_PER_BLOCK",
+             "MAX_THREADS_PER_MULTIPROCESSOR", "WARP_SIZE"]
+    cuda.device_attribute = types.SimpleNamespace(**{n: n for n in names})
+    values = dict(MULTIPROCESSOR_COUNT=132, CLOCK_RATE=1_980_000, MEMORY_CLOCK_RATE=2_619_000,
+                  GLOBAL_MEMORY_BUS_WIDTH=5120, MAX_SHARED_MEMORY_PER_BLOCK=49152,
+                  MAX_SHARED_MEMORY_PER_BLOCK_OPTIN=232448,
+                  MAX_SHARED_MEMORY_PER_MULTIPROCESSOR=233472, MAX_REGISTERS_PER_BLOCK=65536,
+                  MAX_REGISTERS_PER_MULTIPROCESSOR=65536, MAX_THREADS_PER_BLOCK=1024,
+                  MAX_THREADS_PER_MULTIPROCESSOR=2048, WARP_SIZE=32)
+    cuda.function_attribute = types.SimpleNamespace(
+        NUM_REGS="regs", SHARED_SIZE_BYTES="shared", LOCAL_SIZE_BYTES="local",
+        MAX_THREADS_PER_BLOCK="maxthreads", CONST_SIZE_BYTES="const",
+        MAX_DYNAMIC_SHARED_SIZE_BYTES="maxdyn")
+    stacks = threading.local()
+    memory_of = {}  # ptr -> bytearray
+    state = {"next": 4096, "pushes": 0, "launches": []}
+    cuda.state = state
+
+    def stack():
+        if not hasattr(stacks, "s"):
+            stacks.s = []
+        return stacks.s
+
+    class Context:
+        def __init__(self, device):
+            self.device = device
+
+        def push(self):
+            stack().append(self)
+            state["pushes"] += 1
+
+        @staticmethod
+        def pop():
+            if not stack():
+                raise cuda.LogicError("context stack empty")
+            stack().pop()
+
+        @staticmethod
+        def synchronize():
+            need_context()
+
+    cuda.Context = Context
+
+    def need_context():
+        if not stack():
+            raise cuda.LogicError("no current context")
+        return stack()[-1]
+
+    class Device:
+        @staticmethod
+        def count():
+            return n_devices
+
+        def __init__(self, i):
+            self.i = i
+
+        def name(self):
+            return "NVIDIA H200"
+
+        def compute_capability(self):
+            return (9, 0)
+
+        def total_memory(self):
+            return memory
+
+        def get_attribute(self, which):
+            return values[which]
+
+        def retain_primary_context(self):
+            return Context(self)
+
+    cuda.Device = Device
+    cuda.init = lambda: None
+
+    class Allocation:
+        def __init__(self, ptr):
+            self.ptr = ptr
+
+        def __int__(self):
+            return self.ptr
+
+        def free(self):
+            need_context()
+            memory_of.pop(self.ptr)
+
+    def mem_alloc(n):
+        need_context()
+        if n > memory - sum(len(b) for b in memory_of.values()):
+            raise cuda.MemoryError("cuMemAlloc failed: out of memory")
+        ptr = state["next"]
+        state["next"] += n + 256
+        memory_of[ptr] = bytearray(n)
+        return Allocation(ptr)
+
+    cuda.mem_alloc = mem_alloc
+    cuda.mem_get_info = lambda: (memory - sum(len(b) for b in memory_of.values()), memory)
+
+    def memcpy_htod(ptr, host):
+        need_context()
+        data = np.ascontiguousarray(host).view(np.uint8).ravel()
+        memory_of[int(ptr)][:data.size] = data.tobytes()
+
+    def memcpy_dtoh(host, ptr):
+        need_context()
+        view = host.view(np.uint8).reshape(-1)
+        view[:] = np.frombuffer(bytes(memory_of[int(ptr)][:view.size]), dtype=np.uint8)
+
+    cuda.memcpy_htod, cuda.memcpy_dtoh = memcpy_htod, memcpy_dtoh
+
+    class Event:
+        clock = [0.0]
+
+        def record(self, stream=None):
+            need_context()
+            Event.clock[0] += 1.25
+            self.t = Event.clock[0]
+            return self
+
+        def synchronize(self):
+            if state.get("fail_running"):
+                raise cuda.LaunchError("an illegal memory access was encountered")
+            return self
+
+        def time_since(self, other):
+            return self.t - other.t
+
+    cuda.Event = Event
+
+    class Function:
+        def __init__(self, name):
+            self.name = name
+            self.attrs = {"regs": 40, "shared": 0, "local": 0, "maxthreads": 768, "const": 0}
+
+        def get_attribute(self, which):
+            return self.attrs[which]
+
+        def set_attribute(self, which, value):
+            self.attrs[which] = value
+
+        def __call__(self, *args, grid, block, shared=0, stream=None):
+            need_context()
+            state["launches"].append((self.name, args, grid, block, shared))
+            if state.get("fail_launch"):
+                raise cuda.LaunchError("too many resources requested for launch")
+            n, a, x, y = args  # axpy, the one kernel the tests launch
+            xs = np.frombuffer(bytes(memory_of[int(x)]), dtype=np.float64)
+            ys = np.frombuffer(bytes(memory_of[int(y)]), dtype=np.float64).copy()
+            ys[:int(n)] += float(a) * xs[:int(n)]
+            memory_of[int(y)][:] = ys.tobytes()
+
+    class Module:
+        def __init__(self, cubin):
+            self.cubin = cubin
+
+        def get_function(self, name):
+            if name.encode() not in self.cubin:
+                raise cuda.LogicError("cuModuleGetFunction failed: named symbol not found")
+            return Function(name)
+
+    def module_from_buffer(cubin):
+        need_context()
+        return Module(cubin)
+
+    cuda.module_from_buffer = module_from_buffer
+    cuda.stack = stack
+    return cuda
+
+
+@pytest.fixture
+def driver(monkeypatch):
+    cuda = make_fake_cuda()
+    # compiling goes through the real cache API, with a stand-in compiler
+    from sbmlgpu.runtime import cache as cache_module
+
+    class FakeCache:
+        def compile(self, source, arch, options=(), name="kernel"):
+            assert arch == "sm_90"
+            return b"\x7fELF" + source.encode()
+
+    monkeypatch.setattr(pycuda_driver, "default_cache", lambda: FakeCache())
+    assert cache_module  # the real module stays importable
+    return pycuda_driver.PyCudaDriver(cuda)
+
+
+# -- discovery ----------------------------------------------------------------------------------
+
+def test_importing_sbmlgpu_does_not_import_pycuda():
+    code = ("import sys, sbmlgpu, sbmlgpu.runtime, sbmlgpu.runtime.cache, sbmlgpu.codegen.printer;"
+            "print('pycuda' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_no_pycuda_means_cpu_path_logged_once(monkeypatch, caplog):
+    def missing():
+        raise ImportError("No module named 'pycuda'")
+
+    monkeypatch.setattr(pycuda_driver, "import_pycuda", missing)
+    monkeypatch.delenv("SBMLGPU_NO_GPU", raising=False)
+    runtime.reset()
+    try:
+        with caplog.at_level(logging.WARNING, logger="sbmlgpu.runtime"):
+            assert runtime.get_driver() is None
+            assert runtime.get_driver() is None
+            assert runtime.get_devices() == []
+        messages = [r.getMessage() for r in caplog.records if "no GPU found" in r.getMessage()]
+        assert len(messages) == 1 and "PyCUDA" in messages[0] and "CPU path" in messages[0]
+        assert "pycuda" in runtime.no_gpu_reason()
+        with pytest.raises(DeviceError, match="no GPU found"):
+            runtime.get_devices([0])
+    finally:
+        runtime.reset()
+
+
+def test_no_gpu_env_and_no_devices(monkeypatch):
+    runtime.reset()
+    try:
+        monkeypatch.setenv("SBMLGPU_NO_GPU", "1")
+        assert runtime.get_driver() is None and "SBMLGPU_NO_GPU" in runtime.no_gpu_reason()
+        runtime.reset()
+        monkeypatch.delenv("SBMLGPU_NO_GPU")
+        monkeypatch.setattr(pycuda_driver, "import_pycuda", lambda: make_fake_cuda(n_devices=0))
+        assert runtime.get_driver() is None and "no devices" in runtime.no_gpu_reason()
+    finally:
+        runtime.reset()
+
+
+def test_device_selection(monkeypatch):
+    runtime.reset()
+    try:
+        monkeypatch.delenv("SBMLGPU_NO_GPU", raising=False)
+        monkeypatch.setattr(pycuda_driver, "import_pycuda", lambda: make_fake_cuda(n_devices=2))
+        assert [d.index for d in runtime.get_devices()] == [0, 1]
+        assert [d.index for d in runtime.get_devices([1])] == [1]
+        assert [d.index for d in runtime.get_devices([1, 1, 0])] == [1, 0]
+        with pytest.raises(DeviceError, match="no GPU device 2: this machine has 2"):
+            runtime.get_devices([2])
+    finally:
+        runtime.reset()
+
+
+# -- the driver against the stand-in ------------------------------------------------------------
+
+def test_properties(driver):
+    props = driver.devices()[0].properties
+    assert props.name == "NVIDIA H200" and props.arch == "sm_90" and props.sm_count == 132
+    assert props.max_threads_per_block == 1024 and props.warp_size == 32
+    assert props.peak_bandwidth() > 1e12 and props.peak_flops("double") > 1e13
+
+
+def test_contexts_are_balanced_across_threads(driver):
+    device = driver.devices()[1]
+    cuda = device.cuda
+    errors = []
+
+    def work():
+        try:
+            for _ in range(50):
+                buf = device.to_device(np.arange(8.0))
+                assert device.from_device(buf, (8,), np.float64)[3] == 3.0
+                buf.free()
+                assert cuda.stack() == []  # every push was popped on this thread
+        except Exception as e:  # noqa: BLE001 -- reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and cuda.state["pushes"] > 0
+    with device.activate() as active:
+        assert active is device and len(cuda.stack()) == 1
+    assert cuda.stack() == []
+
+
+def test_alloc_copy_and_out_of_memory(driver):
+    device = driver.devices()[0]
+    data = np.linspace(0, 1, 100)
+    buf = device.to_device(data)
+    assert buf.nbytes == data.nbytes
+    assert np.array_equal(device.from_device(buf, data.shape, data.dtype), data)
+    device.upload(buf, data[::-1])
+    assert np.array_equal(device.from_device(buf, (100,), np.float64), data[::-1])
+    with pytest.raises(DeviceError, match="do not fit"):
+        device.upload(buf, np.zeros(101))
+    with pytest.raises(DeviceError, match="reading"):
+        device.from_device(buf, (101,), np.float64)
+    with pytest.raises(OutOfDeviceMemory, match="cannot allocate"):
+        device.alloc(1 << 40)
+    with pytest.raises(DeviceError):
+        device.alloc(-1)
+    assert device.alloc(0).nbytes == 0
+    buf.free()
+    buf.free()  # twice is harmless
+    with pytest.raises(DeviceError, match="freed"):
+        _ = buf.ptr
+    assert device.free_memory() > 0
+
+
+def test_compile_launch_and_timing(driver):
+    device = driver.devices()[0]
+    module = device.compile('extern "C" __global__ void sbmlgpu_axpy() {}', name="axpy")
+    kernel = module.function("sbmlgpu_axpy")
+    assert module.function("sbmlgpu_axpy") is kernel
+    assert kernel.attributes.registers == 40 and kernel.attributes.max_threads_per_block == 768
+    x, y = device.to_device(np.ones(10)), device.to_device(np.arange(10.0))
+    timing = kernel.launch((1,), (32,), [np.int32(10), np.float64(2.0), x, y])
+    assert timing.grid == (1, 1, 1) and timing.block == (32, 1, 1) and timing.ms == 1.25
+    assert np.array_equal(device.from_device(y, (10,), np.float64), np.arange(10.0) + 2)
+    with pytest.raises(DeviceError, match="no kernel 'other'"):
+        module.function("other")
+
+
+def test_launch_errors_are_typed(driver):
+    device, other = driver.devices()
+    kernel = device.compile("sbmlgpu_axpy", name="axpy").function("sbmlgpu_axpy")
+    x = device.to_device(np.ones(4))
+    args = [np.int32(4), np.float64(1.0), x, x]
+    with pytest.raises(DeviceError, match="block of 1024 threads.*768.*40 registers"):
+        kernel.launch((1,), (1024,), args)
+    with pytest.raises(DeviceError, match="argument 1 is a float"):
+        kernel.launch((1,), (32,), [np.int32(4), 1.0, x, x])
+    with pytest.raises(DeviceError, match="argument 2 lives on GPU 1"):
+        kernel.launch((1,), (32,), [np.int32(4), np.float64(1), other.to_device(np.ones(4)), x])
+    with pytest.raises(DeviceError, match="grid"):
+        kernel.launch((0,), (32,), args)
+    with pytest.raises(OutOfDeviceMemory, match="dynamic shared memory"):
+        kernel.launch((1,), (32,), args, shared_bytes=300 * 1024)
+    kernel.launch((1,), (32,), args, shared_bytes=100 * 1024)  # opt-in above 48 KiB
+    assert kernel._function.attrs["maxdyn"] == 100 * 1024
+    device.cuda.state["fail_launch"] = True
+    with pytest.raises(DeviceError, match="launch failed: too many resources"):
+        kernel.launch((1,), (32,), args)
+    device.cuda.state.update(fail_launch=False, fail_running=True)
+    with pytest.raises(DeviceError, match="failed while running: an illegal memory access"):
+        kernel.launch((1,), (32,), args)
+    assert device.cuda.stack() == []
