@@ -22,8 +22,12 @@ def load(source, *, validate: bool = True) -> Network:
     return _load(source, validate=validate)
 
 
+from .api import run  # noqa: E402
+
+
 __all__ = [
     "load",
+    "run",
     "Network",
     "SbmlGpuError",
     "SBMLImportError",

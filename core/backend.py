@@ -130,6 +130,8 @@ class Backend(ABC):
     name: ClassVar[str]
     description: ClassVar[str] = ""
     options_class: ClassVar[type[BackendOptions]] = BackendOptions
+    #: True for backends that never use a GPU: the framework does not look for one
+    cpu_only: ClassVar[bool] = False
 
     @abstractmethod
     def supports(self, network: "Network") -> list[tuple[str, tuple[str, ...]]]:

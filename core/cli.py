@@ -1,0 +1,331 @@
+"""The `sbmlgpu` command: backends, run, info, testsuite (docs/cli.md).
+
+Every SbmlGpuError becomes one message on stderr and a non-zero exit status;
+`--debug` shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from pathlib import Path
+
+from . import __version__
+from .errors import OptionError, SbmlGpuError
+
+EXIT_RUN_FAILED = 1  # every member of the run failed
+EXIT_INTERNAL = 70  # a bug in sbmlgpu or a plugin (EX_SOFTWARE)
+
+
+class _StderrHandler(logging.Handler):
+    # Writes to whatever sys.stderr is now (not the one at start), so that output
+    # captured by tests and redirections alike sees the messages.
+    def emit(self, record: logging.LogRecord) -> None:
+        print(f"sbmlgpu: {record.getMessage()}", file=sys.stderr)
+
+
+def _configure_logging() -> None:
+    log = logging.getLogger("sbmlgpu")
+    if not any(isinstance(h, _StderrHandler) for h in log.handlers):
+        log.addHandler(_StderrHandler())
+    if log.level == logging.NOTSET:
+        log.setLevel(logging.INFO)
+
+
+# -- parser ---------------------------------------------------------------------------
+def _command(argv: list[str]) -> str | None:
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+def _peek_backend(argv: list[str]) -> str:
+    for k, a in enumerate(argv):
+        if a == "--backend" and k + 1 < len(argv):
+            return argv[k + 1]
+        if a.startswith("--backend="):
+            return a.split("=", 1)[1]
+    return "reference"
+
+
+def _float_list(text: str) -> list[float]:
+    try:
+        return [float(x) for x in text.replace(" ", "").split(",") if x]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of "
+                                         f"numbers") from None
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.replace(" ", "").split(",") if x]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of "
+                                         f"GPU indices") from None
+
+
+def _id_list(text: str) -> list[str]:
+    return [x for x in text.replace(" ", "").split(",") if x]
+
+
+def _add_run(sub, argv: list[str]) -> None:
+    from . import plugin_manager
+    from .cli_options import add_backend_options
+
+    p = sub.add_parser(
+        "run", help="simulate a model (time courses of one run or an ensemble)",
+        description="Simulate MODEL with a backend and write the result to OUTDIR. "
+                    "Output times: --start/--end/--points or --times. An ensemble comes from "
+                    "a parameter table, sampled distributions, a PEtab parameter table, or "
+                    "--ensemble N members at nominal values (stochastic backends).",
+        epilog="Prints the path of every file it writes. Exit status: 0 when at least one "
+               "member succeeded (failed members are listed on stderr), 1 when all failed, "
+               "2 for bad input (the message says what and where).")
+    p.add_argument("model", metavar="MODEL", help="SBML file")
+    p.add_argument("--backend", default="reference", metavar="NAME",
+                   help="backend to run (see `sbmlgpu backends`) [default: reference]")
+    t = p.add_argument_group("output times")
+    t.add_argument("--start", type=float, default=0.0, help="first output time [default: 0]")
+    t.add_argument("--end", type=float, help="last output time (required unless --times)")
+    t.add_argument("--points", type=int,
+                   help="number of evenly spaced output times, start and end included "
+                        "[default: 101]")
+    t.add_argument("--times", type=_float_list, metavar="LIST",
+                   help="explicit output times, comma-separated (instead of start/end/points)")
+    e = p.add_argument_group("ensembles")
+    e.add_argument("--ensemble", type=int, metavar="N",
+                   help="number of members (with --sample/--petab-parameters, or repeated "
+                        "runs of a stochastic backend) [default: 1, or the table's rows]")
+    e.add_argument("--parameters", metavar="TABLE",
+                   help="parameter sets: CSV with a header of SBML ids and one row per member, "
+                        "or NPZ with one array per id")
+    e.add_argument("--sample", action="append", default=[], metavar="ID=SPEC",
+                   help="sample an SBML id from uniform:LOW:HIGH, loguniform:LOW:HIGH or "
+                        "normal:MEAN:SD[:LOW:HIGH] (repeatable; needs --ensemble or a table)")
+    e.add_argument("--petab-parameters", metavar="TSV",
+                   help="PEtab parameter table: estimated parameters sampled uniformly within "
+                        "their bounds on their parameterScale, the others at nominalValue")
+    e.add_argument("--seed", type=int, default=0,
+                   help="seed of the random streams (Philox keyed by seed and SBML id / "
+                        "member) [default: 0]")
+    e.add_argument("--summary", action="store_true",
+                   help="keep the ensemble mean, sd and quantiles (over members that "
+                        "succeeded) instead of every trajectory")
+    o = p.add_argument_group("output")
+    o.add_argument("--outputs", type=_id_list, metavar="IDS",
+                   help="comma-separated SBML ids to report [default: the backend's choice, "
+                        "usually every species and every variable that changes]")
+    o.add_argument("-o", "--outdir", required=True, metavar="OUTDIR",
+                   help="folder for the result files (created if missing)")
+    formats = list(plugin_manager.writers())
+    o.add_argument("--format", default="csv", choices=formats,
+                   help="result file format (plugins may add more) [default: csv]")
+    o.add_argument("--plot", action="store_true", help="also write a PNG plot of the time courses")
+    o.add_argument("--profile", metavar="FILE.json",
+                   help="write the per-launch profile as JSON, a Chrome trace beside it "
+                        "(FILE.trace.json), and print the summary table")
+    o.add_argument("--keep-source", metavar="DIR", help="write the generated kernel sources to DIR")
+    o.add_argument("--no-progress", action="store_true", help="no progress bar")
+    d = p.add_argument_group("devices").add_mutually_exclusive_group()
+    d.add_argument("--cpu", action="store_true", help="use the CPU path even if a GPU is present")
+    d.add_argument("--devices", type=_int_list, metavar="LIST",
+                   help="GPU indices to use, comma-separated [default: all]")
+    add_backend_options(p, plugin_manager.backend(_peek_backend(argv)))
+    p.set_defaults(func=cmd_run)
+
+
+def _add_testsuite(sub, load: bool) -> None:
+    p = sub.add_parser("testsuite", help="run SBML Test Suite cases against a backend",
+                       description="Run cases of the SBML Test Suite (semantic time courses, "
+                                   "stochastic DSMTS) and report which pass.")
+    if not load:
+        return
+    try:
+        module = importlib.import_module("sbmlgpu.testsuite")
+    except ModuleNotFoundError as exc:
+        if exc.name != "sbmlgpu.testsuite":
+            raise
+        p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+        p.set_defaults(func=lambda args: _missing("the testsuite command needs "
+                                                  "sbmlgpu.testsuite, which is not installed"))
+        return
+    module.add_arguments(p)
+    p.set_defaults(func=module.main_from_args)
+
+
+def _missing(message: str) -> int:
+    raise SbmlGpuError(message)
+
+
+def build_parser(argv: list[str]) -> argparse.ArgumentParser:
+    """The parser for this command line: `run` gets the options of the backend that
+    `--backend` names; `testsuite` loads its module only when it is the command."""
+    parser = argparse.ArgumentParser(
+        prog="sbmlgpu", description="Ensemble analyses of SBML models on GPUs.",
+        epilog="`sbmlgpu COMMAND --help` describes each command; docs/cli.md has examples.")
+    parser.add_argument("--version", action="version", version=f"sbmlgpu {__version__}")
+    parser.add_argument("--debug", action="store_true",
+                        help="show Python tracebacks instead of one-line error messages")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    b = sub.add_parser("backends", help="list the installed backends and the plugins providing them",
+                       description="List every installed backend: name, description, and the "
+                                   "distribution and version of the plugin providing it.")
+    b.set_defaults(func=cmd_backends)
+    command = _command(argv)
+    if command == "run":
+        _add_run(sub, argv)
+    else:  # listed in --help without loading plugins' options
+        sub.add_parser("run", help="simulate a model (time courses of one run or an ensemble)")
+    i = sub.add_parser("info", help="what a model contains and which backends accept it",
+                       description="Print the model's size, the SBML features it uses with the "
+                                   "ids of the elements using them, and which installed backends "
+                                   "accept it (and why the others refuse).")
+    i.add_argument("model", metavar="MODEL", help="SBML file")
+    i.set_defaults(func=cmd_info)
+    _add_testsuite(sub, load=command == "testsuite")
+    return parser
+
+
+# -- commands -------------------------------------------------------------------------
+def cmd_backends(args) -> int:
+    from . import plugin_manager
+
+    entries = plugin_manager.backend_entries()
+    if not entries:
+        print("no backends installed (a backend plugin registers in the entry-point group "
+              "'sbmlgpu')")
+        return 0
+    width = max(len(n) for n in entries)
+    for name, entry in entries.items():
+        backend = entry.value
+        print(f"{name:<{width}}  {backend.description}")
+        print(f"{'':<{width}}  plugin: {entry.origin} (entry point {entry.plugin!r})")
+    print("\noptions of a backend: sbmlgpu run --backend NAME --help")
+    return 0
+
+
+def _report_failures(result) -> None:
+    failures = result.failures()
+    if not failures:
+        return
+    print(f"sbmlgpu: {len(failures)} of {result.n_members} member(s) failed:", file=sys.stderr)
+    for member, status, message in failures[:5]:
+        print(f"  member {member}: {status.name}: {message}", file=sys.stderr)
+    if len(failures) > 5:
+        print(f"  ... and {len(failures) - 5} more", file=sys.stderr)
+
+
+def cmd_run(args) -> int:
+    from . import api, ensemble, load, plugin_manager
+    from .cli_options import collected_options
+
+    if args.times is not None and (args.end is not None or args.points is not None):
+        raise OptionError("times", "give either --times or --start/--end/--points")
+    network = load(args.model)
+    parameters, n, notes = ensemble.combine(
+        network, table=args.parameters, samples=args.sample, petab=args.petab_parameters,
+        n=args.ensemble, seed=args.seed)
+    for note in notes:
+        print(f"sbmlgpu: {note}", file=sys.stderr)
+    device = "cpu" if args.cpu else (args.devices if args.devices else "auto")
+    outdir = Path(args.outdir)
+    outcome = api.execute(
+        network, args.backend, start=args.start, end=args.end, points=args.points,
+        times=args.times, parameters=parameters, n=n, seed=args.seed, summary=args.summary,
+        outputs=args.outputs, options=collected_options(args), device=device,
+        keep_source=args.keep_source, profile=args.profile, progress=not args.no_progress)
+    result = outcome.result
+    outdir.mkdir(parents=True, exist_ok=True)
+    stem = Path(args.model).stem
+    files = list(outcome.files)
+    files += result.write(outdir / (stem + plugin_manager.writer_suffix(args.format)),
+                          args.format)
+    if args.plot:
+        png = outdir / f"{stem}.png"
+        result.plot(png)
+        files.append(png)
+    for path in files:
+        print(f"wrote {path}")
+    if args.profile and outcome.profiler is not None:
+        print(outcome.profiler.summary_table())
+    _report_failures(result)
+    return EXIT_RUN_FAILED if result.n_failed == result.n_members else 0
+
+
+def _ids(ids, limit: int = 12) -> str:
+    shown = ", ".join(ids[:limit])
+    return shown + (f", ... ({len(ids)} in all)" if len(ids) > limit else "")
+
+
+def cmd_info(args) -> int:
+    from . import load, plugin_manager
+    from .features import network_features
+
+    network = load(args.model)
+    title = f"{network.id}" + (f" ({network.name})" if network.name else "")
+    print(f"model: {title}, SBML Level {network.level} Version {network.version}, "
+          f"from {network.source or args.model}")
+    sizes = [f"{k}: {v}" for k, v in network.summary().items() if v]
+    print("size: " + (", ".join(sizes) or "empty"))
+    for note in network.notes:
+        print(f"import note: {note}")
+    features = network_features(network)
+    print("SBML features:" + ("" if features else " none"))
+    for feature, ids in features.items():
+        print(f"  {feature}: {_ids(list(ids))}")
+    transformed = plugin_manager.transform(network)
+    print("backends:")
+    entries = plugin_manager.backend_entries()
+    width = max((len(n) for n in entries), default=0)
+    for name, entry in entries.items():
+        try:
+            refused = entry.value.supports(transformed)
+        except SbmlGpuError as exc:
+            print(f"  {name:<{width}}  cannot check: {exc}")
+            continue
+        if not refused:
+            print(f"  {name:<{width}}  accepts")
+        else:
+            reasons = "; ".join(f"{f} ({_ids(list(ids), 6)})" if ids else f for f, ids in refused)
+            print(f"  {name:<{width}}  refuses: {reasons}")
+    if not entries:
+        print("  none installed")
+    return 0
+
+
+# -- entry point ----------------------------------------------------------------------
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    _configure_logging()
+    try:
+        args = build_parser(argv).parse_args(argv)
+        if getattr(args, "func", None) is None:
+            build_parser([]).print_help(sys.stderr)
+            return 2
+        return int(args.func(args) or 0)
+    except SystemExit as exc:  # argparse: --help, --version, usage errors
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    except SbmlGpuError as exc:
+        if debug:
+            raise
+        print(f"sbmlgpu: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("sbmlgpu: interrupted", file=sys.stderr)
+        return 130
+    except OSError as exc:  # a file we could not read or write: the user's to fix
+        if debug:
+            raise
+        print(f"sbmlgpu: error: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # noqa: BLE001 - a bug: one line, traceback on --debug
+        if debug:
+            raise
+        print(f"sbmlgpu: internal error: {type(exc).__name__}: {exc} (this is a bug in "
+              f"sbmlgpu or a plugin; rerun with --debug for the traceback)", file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,60 @@
+"""Time-course plots of a Result (matplotlib, Agg: no display needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .results import Result
+
+MAX_COLUMNS = 12  # more lines than this make an unreadable plot
+
+
+def plot_result(result: "Result", path: str | Path | None = None,
+                ids: Sequence[str] | None = None, max_members: int = 5):
+    """One axes with a line per column. An ensemble: mean line, mean ± sd band, and
+    up to `max_members` ok members as thin lines. Returns the Figure (not shown)."""
+    # Figure + FigureCanvasAgg, not pyplot: no global state, no GUI backend.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    ids = list(ids) if ids is not None else list(result.ids[:MAX_COLUMNS])
+    columns = [result.index(i) for i in ids]
+    fig = Figure(figsize=(8, 5), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    t = result.times
+    summary = result.summary
+    single = result.data is not None and result.data.shape[0] == 1
+    if summary is None and not single and result.data is not None:
+        summary = result.with_summary(quantiles=()).summary
+    colors = [f"C{k % 10}" for k in range(len(ids))]
+    for color, sbml_id, j in zip(colors, ids, columns):
+        if single:
+            ax.plot(t, result.data[0, :, j], color=color, label=sbml_id)
+            continue
+        if result.data is not None and max_members > 0:
+            for m in np.flatnonzero(result.ok)[:max_members]:
+                ax.plot(t, result.data[m, :, j], color=color, alpha=0.25, linewidth=0.7)
+        mean, sd = summary.mean[:, j], summary.sd[:, j]
+        ax.plot(t, mean, color=color, label=f"{sbml_id} (mean)")
+        if np.isfinite(sd).any():
+            ax.fill_between(t, mean - sd, mean + sd, color=color, alpha=0.2, linewidth=0)
+    ax.set_xlabel("time")
+    ax.set_ylabel("value")
+    title = result.metadata.get("model") or ""
+    if not single and summary is not None:
+        title = f"{title}  mean ± sd {summary.describe()}".strip()
+    if title:
+        ax.set_title(title, fontsize="medium")
+    if ids:
+        ax.legend(fontsize="small", ncol=2 if len(ids) > 6 else 1)
+    if len(result.ids) > len(ids) and ids == list(result.ids[:MAX_COLUMNS]):
+        ax.text(0.99, 0.01, f"first {len(ids)} of {len(result.ids)} columns",
+                transform=ax.transAxes, ha="right", va="bottom", fontsize="x-small")
+    if path is not None:
+        fig.savefig(path, dpi=120)
+    return fig

@@ -1,0 +1,141 @@
+"""The reference backend: loops over ensemble members on the CPU with the CPU
+reference solver (`sbmlgpu.reference.simulate`). Slow, but the oracle the GPU
+backends are checked against, and the path that always works."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from sbmlgpu.backend import Backend, BackendOptions, Program, RunRequest, option
+from sbmlgpu.errors import OptionError, SimulationError
+from sbmlgpu.ir import Network
+from sbmlgpu.results import Result, Status
+
+
+# The integrators of sbmlgpu.reference.simulate (its METHODS), listed here so that
+# the CLI can offer them without importing scipy at start-up.
+METHODS = ("LSODA", "BDF", "Radau", "RK45", "DOP853", "RK23")
+
+
+@dataclass
+class ReferenceOptions(BackendOptions):
+    rtol: float = option(1e-8, "relative tolerance of the integrator", minimum=1e-13,
+                         maximum=0.1)
+    atol: float = option(1e-10, "absolute tolerance of the integrator (in the units of "
+                                "each state)", minimum=0.0)
+    method: str = option("LSODA", "scipy integrator: LSODA switches between stiff and "
+                                  "non-stiff methods; BDF and Radau are implicit; RK45, "
+                                  "DOP853, RK23 explicit", choices=METHODS)
+    max_step: float | None = option(None, "largest step the integrator may take "
+                                           "(default: no limit)", minimum=0.0)
+
+    def check(self) -> None:
+        if not self.atol > 0:
+            raise OptionError("atol", f"{self.atol!r} must be positive")
+        if self.max_step is not None and not self.max_step > 0:
+            raise OptionError("max-step", f"{self.max_step!r} must be positive")
+
+
+def default_outputs(network: Network) -> tuple[str, ...]:
+    """All species, then the parameters and compartments that change over time."""
+    changing = ({r.variable for r in network.rate_rules}
+                | {r.variable for r in network.assignment_rules}
+                | set(network.event_assigned))
+    others = [x.id for x in (*network.parameters, *network.compartments) if x.id in changing]
+    return tuple(s.id for s in network.species) + tuple(others)
+
+
+class ReferenceBackend(Backend):
+    name = "reference"
+    description = "the scipy CPU reference, one trajectory per parameter set"
+    options_class = ReferenceOptions
+    cpu_only = True  # never asks for a GPU
+
+    def supports(self, network: Network) -> list[tuple[str, tuple[str, ...]]]:
+        from sbmlgpu import reference  # it knows best what it refuses
+
+        return [(feature, tuple(ids)) for feature, ids in reference.unsupported(network)]
+
+    def compile(self, network: Network, options: BackendOptions, device=None) -> Program:
+        from sbmlgpu import reference
+
+        if not isinstance(options, ReferenceOptions):
+            options = ReferenceOptions.from_mapping(asdict(options) if options else {})
+        # compiled once; every member reuses it with its own parameter values
+        return ReferenceProgram(network, reference.compile_model(network), options)
+
+
+def _progress(scheduler, total: int, enabled: bool):
+    """The scheduler's progress bar over members (it appears only for runs longer
+    than the scheduler's delay); none without a scheduler."""
+    try:
+        from sbmlgpu.schedule import Progress
+    except ImportError:
+        Progress = None
+    if Progress is None or scheduler is None:
+        return contextlib.nullcontext(_NoBar())
+    return Progress(total, enabled=enabled and getattr(scheduler, "progress", True),
+                    delay=getattr(scheduler, "progress_delay", 2.0), desc="reference")
+
+
+class _NoBar:
+    def advance(self, items: int) -> None:
+        pass
+
+
+class ReferenceProgram(Program):
+    def __init__(self, network: Network, compiled, options: ReferenceOptions):
+        self.network = network
+        self.compiled = compiled
+        self.options = options
+        self.sources = {}  # nothing is generated on the CPU path
+
+    def _member(self, request: RunRequest, i: int, outputs) -> tuple[np.ndarray | None,
+                                                                     Status, str]:
+        from sbmlgpu import reference
+
+        params = ({k: float(np.asarray(v).reshape(-1)[i]) for k, v in request.parameters.items()}
+                  if request.parameters else None)
+        o = self.options
+        try:
+            traj = reference.simulate(self.compiled, request.times, parameters=params,
+                                      rtol=o.rtol, atol=o.atol, method=o.method,
+                                      max_step=o.max_step, seed=request.seed)
+        except SimulationError as exc:
+            return None, Status.failed, str(exc)
+        status = Status.parse(traj.status)
+        values = np.asarray(traj.evaluate(list(outputs), "value"), dtype=float)
+        message = getattr(traj, "message", "") or ""
+        if status == Status.ok and not np.all(np.isfinite(values)):
+            status, message = Status.non_finite, "non-finite values in the output"
+        return values, status, message
+
+    def run(self, request: RunRequest, scheduler=None, profiler=None) -> Result:
+        outputs = tuple(request.outputs or default_outputs(self.network))
+        n, times = request.ensemble_size, request.times
+        data = np.full((n, len(times), len(outputs)), np.nan)
+        status = np.zeros(n, np.int8)
+        messages: dict[int, str] = {}
+        started = time.perf_counter()
+        with _progress(scheduler, n, request.progress) as bar:
+            for i in range(n):
+                values, st, message = self._member(request, i, outputs)
+                if values is not None:
+                    rows = min(len(values), len(times))  # a failed run may stop early
+                    data[i, :rows] = values[:rows]
+                status[i] = st
+                if st != Status.ok:
+                    messages[i] = message or st.message
+                bar.advance(1)
+        result = Result(times=times, ids=outputs, data=data, status=status, messages=messages,
+                        metadata=self._metadata(time.perf_counter() - started))
+        return result.with_summary(keep_members=False) if request.summary else result
+
+    def _metadata(self, seconds: float) -> dict[str, Any]:
+        return {"backend": "reference", "device": "cpu", "options": asdict(self.options),
+                "wall_seconds": seconds}
