@@ -22,7 +22,7 @@ import sympy as sp
 
 # csymbols. Their names contain '@', which no SBML id can, so they never collide
 # with a model's own ids (a model may well have a parameter called `time`).
-TIME = sp.Symbol("@time")
+TIME = sp.Symbol("@time", real=True)
 # SBML L3 fixes Avogadro's number to this value (L3V1 and L3V2 spec, sec. 3.4.6).
 AVOGADRO_VALUE = 6.02214179e23
 

@@ -35,12 +35,14 @@ AMOUNT = "amount"  # state is a species amount; its SBML value may be amount / s
 VALUE = "value"  # state is the SBML value itself
 
 
+# real=True: sympy differentiates Abs(x) of a plain symbol into re/im terms, which no
+# C printer can print; states and parameters are real numbers anyway.
 def state_symbol(sbml_id: str) -> sp.Symbol:
-    return sp.Symbol(f"x@{sbml_id}")
+    return sp.Symbol(f"x@{sbml_id}", real=True)
 
 
 def parameter_symbol(sbml_id: str) -> sp.Symbol:
-    return sp.Symbol(f"p@{sbml_id}")
+    return sp.Symbol(f"p@{sbml_id}", real=True)
 
 
 @dataclass(frozen=True)
@@ -195,7 +197,9 @@ class _Builder:
             s = n.species_by_id[sid]
             if sid in self.reaction_changed or sid in self.event_vars:
                 return AMOUNT
-            if not s.constant and s.compartment in self.varying_compartments:
+            # constant or not, its amount stays put while the compartment changes
+            # (test suite 01117, 01118: a constant species keeps its amount)
+            if s.compartment in self.varying_compartments:
                 return AMOUNT
             return None
         if sid in self.event_vars:
@@ -329,7 +333,6 @@ class _Builder:
     def _event(self, e, values: "_Resolver", kinds, index, rates: "_RateOf") -> OdeEvent:
         n = self.net
         r = lambda expr: rates.resolve(values.resolve(expr))  # noqa: E731
-        new_values = {a.variable: a.math for a in e.assignments}
         assignments = []
         for a in e.assignments:
             v = a.variable
@@ -341,8 +344,9 @@ class _Builder:
             value = r(a.math)
             if kinds[v] == AMOUNT and not values.value_is_amount(v):
                 comp = n.species_by_id[v].compartment
-                size = r(new_values[comp]) if comp in new_values else values.value(comp)
-                value = value * size
+                # the size *before* this event, even if the event also sets it: all
+                # assignments are computed from the current state (test suite 01779)
+                value = value * values.value(comp)
             assignments.append((index[v], value))
         return OdeEvent(
             id=e.id,

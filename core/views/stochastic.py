@@ -16,7 +16,7 @@ import numpy as np
 import sympy as sp
 
 from ..errors import UnsupportedModelError
-from ..ir import Network
+from ..ir import TIME, Network
 from .ode import AMOUNT, OdeEvent, _Builder, unsupported as ode_unsupported
 
 
@@ -36,7 +36,7 @@ class StochasticSystem:
     x0: tuple[sp.Expr, ...]  # in p and t
     events: tuple[OdeEvent, ...]
     values: dict[str, sp.Expr] = field(repr=False)
-    t: sp.Symbol = sp.Symbol("@time")
+    t: sp.Symbol = TIME
 
     def value(self, sbml_id: str) -> sp.Expr:
         return self.values[sbml_id]
