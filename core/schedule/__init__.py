@@ -1,0 +1,27 @@
+"""Scheduling shared by all backends: batching to memory, bundling, multi-GPU, MPI, progress.
+
+    from sbmlgpu.schedule import Scheduler, bundle, CostPredictor
+
+Modules: batching (memory arithmetic), worker (one device's loop, OOM halving),
+dispatch (threads over local GPUs), mpi (ranks), combine (results in item order),
+bundling and predict (cost-sorted item order), progress (tqdm), scheduler (the
+`Scheduler` that backends receive).
+"""
+
+from __future__ import annotations
+
+from .batching import DEFAULT_SAFETY, Batch, items_that_fit, plan_batches
+from .bundling import WARP, Permutation, bundle, lane_efficiency
+from .combine import combine_in_order
+from .mpi import MpiWorld, mpi_world, static_block
+from .predict import CostPredictor, pilot_indices
+from .progress import Progress
+from .scheduler import Scheduler
+from .worker import BatchRecord, WorkQueue
+
+__all__ = [
+    "Scheduler", "Batch", "BatchRecord", "WorkQueue", "plan_batches", "items_that_fit",
+    "DEFAULT_SAFETY", "Permutation", "bundle", "lane_efficiency", "WARP",
+    "CostPredictor", "pilot_indices", "Progress", "MpiWorld", "mpi_world",
+    "static_block", "combine_in_order",
+]

@@ -1,0 +1,197 @@
+"""The Scheduler every backend gets in `Program.run(request, scheduler, profiler)`.
+
+It answers one question for a backend: "run `work(device, start, stop)` over
+items 0..n-1, in launches that fit, on every device I may use, and give me the
+results in item order". Memory sizing and the out-of-memory retry are in
+`worker.py`, the threads per GPU in `dispatch.py`, MPI ranks in `mpi.py`.
+
+    scheduler = Scheduler(devices=driver.devices())
+    y = scheduler.map_batches(work, n_items=len(params), bytes_per_item=8 * n_out * n_t)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import threading
+import warnings
+from typing import Any, Sequence
+
+from ..errors import OptionError
+from ..runtime.base import Device
+from .batching import (DEFAULT_SAFETY, Batch, check_bytes, check_count, check_safety,
+                       plan_batches)
+from .combine import Combine, check_combine, combine_in_order
+from .dispatch import run_workers
+from .mpi import MODES, MpiWorld, mpi_world, run_on_ranks
+from .progress import DEFAULT_DELAY, Progress
+from .worker import (BatchRecord, DeviceWorker, WorkerSettings, WorkFunction, WorkQueue,
+                     host_free_memory)
+
+
+class Scheduler:
+    """Batches, devices and ranks for `map_batches`.
+
+    devices: the GPUs to use (all of them by default is the caller's choice; none
+        means the host: `work` gets device None, sized by host memory).
+    safety: fraction of free memory that batches may fill.
+    max_batch_items / min_batch_items: caps on a launch; out-of-memory halving stops
+        at min_batch_items.
+    batches_per_device: with several devices (or ranks), batches are made small
+        enough that each device gets about this many, so the queue can balance.
+    progress / progress_delay: the tqdm bar over items, shown after this many seconds.
+    mpi: spread over MPI ranks (mpi4py); a rank uses devices[local_rank % len(devices)].
+        Every rank must construct the Scheduler and call map_batches (both are
+        collective), with the same arguments.
+    mpi_mode: "dynamic" (rank-0 work queue) or "static" (contiguous blocks).
+    profiler: if given, every batch is a span on its device's track.
+    """
+
+    def __init__(self, devices: Sequence[Device] | None = None, *,
+                 safety: float = DEFAULT_SAFETY, max_batch_items: int | None = None,
+                 min_batch_items: int = 1, batches_per_device: int = 4,
+                 progress: bool = True, progress_delay: float = DEFAULT_DELAY,
+                 mpi: bool | MpiWorld = False, mpi_mode: str = "dynamic", profiler=None):
+        self.devices: tuple[Device, ...] = tuple(devices or ())
+        self.safety = check_safety(safety)
+        self.min_batch_items = check_count("min-batch-items", min_batch_items, 1)
+        self.max_batch_items = (None if max_batch_items is None
+                                else check_count("max-batch-items", max_batch_items, 1))
+        if self.max_batch_items is not None and self.max_batch_items < self.min_batch_items:
+            raise OptionError("max-batch-items", f"{max_batch_items} is below "
+                              f"min-batch-items {min_batch_items}")
+        self.batches_per_device = check_count("batches-per-device", batches_per_device, 1)
+        if not isinstance(progress_delay, (int, float)) or progress_delay < 0:
+            raise OptionError("progress-delay", f"{progress_delay!r} is not a number of "
+                              "seconds >= 0")
+        self.progress = bool(progress)
+        self.progress_delay = float(progress_delay)
+        if mpi_mode not in MODES:
+            raise OptionError("mpi-mode", f"{mpi_mode!r} is not one of: {', '.join(MODES)}")
+        self.mpi_mode = mpi_mode
+        self.profiler = profiler
+        if isinstance(mpi, MpiWorld):
+            self.world: MpiWorld | None = mpi
+        else:
+            self.world = mpi_world() if mpi else None
+        if self.world is not None and self.devices and self.world.local_size > len(self.devices):
+            warnings.warn(f"{self.world.local_size} MPI ranks on this host share "
+                          f"{len(self.devices)} GPU(s)", RuntimeWarning, stacklevel=2)
+        #: the batches of the last map_batches on this process, in item order
+        self.last_batches: list[BatchRecord] = []
+
+    # --- where this process stands -------------------------------------------------
+    @property
+    def rank(self) -> int:
+        return self.world.rank if self.world is not None else 0
+
+    @property
+    def size(self) -> int:
+        """Number of MPI ranks (1 without MPI)."""
+        return self.world.size if self.world is not None else 1
+
+    @property
+    def is_root(self) -> bool:
+        """True on the process that gets the results (write files only there)."""
+        return self.rank == 0
+
+    @property
+    def local_devices(self) -> tuple[Device, ...]:
+        """The devices this process drives: all of them, or its rank's one under MPI."""
+        if self.world is None or not self.devices:
+            return self.devices
+        return (self.devices[self.world.local_rank % len(self.devices)],)
+
+    # --- planning -------------------------------------------------------------------
+    def plan(self, n_items: int, bytes_per_item: float = 0, *, fixed_bytes: float = 0,
+             align: int = 1, device: Device | None = None) -> list[Batch]:
+        """The batches one device (the first local one by default) would run, from its
+        free memory now; for reports and tests; `map_batches` re-plans per device."""
+        device = device if device is not None else (self.local_devices or (None,))[0]
+        with (device.activate() if device is not None else contextlib.nullcontext()):
+            free = device.free_memory() if device is not None else host_free_memory()
+        return plan_batches(n_items, bytes_per_item, free_bytes=free, fixed_bytes=fixed_bytes,
+                            safety=self.safety, max_items=self.max_batch_items,
+                            min_items=self.min_batch_items, align=align)
+
+    def _balance_items(self, n_items: int, workers: int, align: int) -> int | None:
+        """Batch size that gives each worker about `batches_per_device` batches."""
+        if workers <= 1:
+            return None
+        size = math.ceil(n_items / (self.batches_per_device * workers))
+        size = math.ceil(size / align) * align
+        return max(size, self.min_batch_items)
+
+    # --- running --------------------------------------------------------------------
+    def map_batches(self, work: WorkFunction, n_items: int, bytes_per_item: float = 0, *,
+                    fixed_bytes: float = 0, align: int = 1, combine: Combine = "concatenate",
+                    progress: bool | None = None, desc: str = "items") -> Any:
+        """Call `work(device, start, stop)` for batches covering items [0, n_items) and
+        return the results in item order (see combine.py for `combine`).
+
+        bytes_per_item / fixed_bytes: device memory one item / one launch needs beyond
+            what is already allocated. align: batch starts are multiples of it (use
+            the bundling group). progress: None follows the scheduler's setting (pass
+            `request.progress`). Under MPI every rank calls this; rank 0 gets the
+            results, the others None. `last_batches` tells what ran where."""
+        n_items = check_count("n-items", n_items)
+        check_bytes("bytes-per-item", bytes_per_item)
+        check_bytes("fixed-bytes", fixed_bytes)
+        align = check_count("align", align, 1)
+        check_combine(combine)
+        self.last_batches = []
+        if n_items == 0:
+            return None
+        devices: tuple[Device | None, ...] = self.local_devices or (None,)
+        distributed = self.world is not None and self.world.size > 1
+        dynamic_ranks = self.size if distributed and self.mpi_mode == "dynamic" else 1
+        settings = WorkerSettings(
+            n_items, bytes_per_item, fixed_bytes, self.safety, self.max_batch_items,
+            self.min_batch_items, align,
+            self._balance_items(n_items, len(devices) * dynamic_ranks, align))
+        show = self.progress if progress is None else (progress and self.progress)
+
+        def make_progress(total: int) -> Progress:
+            return Progress(total, enabled=show and total > 0, delay=self.progress_delay,
+                            desc=desc)
+
+        if distributed:
+            worker = DeviceWorker(devices[0], work, settings, lambda r, x: None,
+                                  profiler=self.profiler)
+            gathered = run_on_ranks(self.world, worker, n_items, mode=self.mpi_mode,
+                                    progress_for=make_progress)
+            if gathered is None:
+                return None
+            pieces, records = gathered
+            self.last_batches = sorted(records, key=lambda r: r.start)
+            return combine_in_order(pieces, n_items, combine)
+
+        pieces: list[tuple[Batch, Any]] = []
+        records: list[BatchRecord] = []
+        lock = threading.Lock()
+        stop = threading.Event()
+        with make_progress(n_items) as bar:
+            def on_batch(record: BatchRecord, result: Any) -> None:
+                with lock:
+                    pieces.append((Batch(record.start, record.stop), result))
+                    records.append(record)
+                bar.advance(record.size)
+
+            workers = [DeviceWorker(device, work, settings, on_batch, stop=stop,
+                                    profiler=self.profiler) for device in devices]
+            try:
+                run_workers(workers, WorkQueue(0, n_items))
+            finally:
+                self.last_batches = sorted(records, key=lambda r: r.start)
+        return combine_in_order(pieces, n_items, combine)
+
+    def batches_by_device(self) -> dict:
+        """{(rank, device index): {"batches", "items", "seconds"}} for the last map."""
+        table: dict = {}
+        for record in self.last_batches:
+            row = table.setdefault((record.rank, record.device_index),
+                                   {"batches": 0, "items": 0, "seconds": 0.0})
+            row["batches"] += 1
+            row["items"] += record.size
+            row["seconds"] += record.seconds
+        return table

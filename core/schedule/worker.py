@@ -1,0 +1,215 @@
+"""One device's share of a map: take item ranges, run them, halve on out-of-memory.
+
+Why halve: the memory estimate behind a batch size is a model (the backend's
+bytes per item), and the truth shows up only as a failed allocation. Halving finds a
+size that fits in log2(size) tries, keeps the launches as large as the memory allows,
+and ends at `min_items`, below which a launch would be too small to be worth running
+(or the item alone does not fit, which no batch size can fix). A size that failed is
+not tried again on that device for the rest of the map: what ran out once (memory
+taken by another process, fragmentation) usually stays out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..errors import DeviceError
+from ..runtime.base import Device, OutOfDeviceMemory
+from .batching import (Batch, align_down, batch_size_limit, items_that_fit,
+                       not_enough_memory_message)
+
+#: work(device, start, stop) -> the result for items [start, stop); device None on the host
+WorkFunction = Callable[["Device | None", int, int], Any]
+
+
+@dataclass(frozen=True)
+class BatchRecord:
+    """What ran where: one finished batch, for reports, traces and tests."""
+
+    device_index: int | None  # None: the host (no GPU)
+    device_name: str
+    rank: int
+    start: int
+    stop: int
+    seconds: float
+    out_of_memory_sizes: tuple[int, ...] = ()  # sizes that failed on the way to this one
+
+    @property
+    def size(self) -> int:
+        return self.stop - self.start
+
+
+class WorkQueue:
+    """Hands out consecutive item ranges to whichever worker asks next.
+
+    A shared queue rather than a fixed split because GPUs differ in speed (and so do
+    batches: stiff parameter sets take longer), so a fixed share leaves the fast
+    device idle at the end; with a queue each device asks again as soon as it is done
+    and the fast one simply takes more. Thread-safe."""
+
+    def __init__(self, start: int, stop: int):
+        self._next = start
+        self._stop = stop
+        self._closed = False
+        self._lock = threading.Lock()
+
+    def take(self, max_items: int) -> Batch | None:
+        """The next range of at most `max_items` items, or None when none are left."""
+        with self._lock:
+            if self._closed or self._next >= self._stop:
+                return None
+            batch = Batch(self._next, min(self._next + max(max_items, 1), self._stop))
+            self._next = batch.stop
+            return batch
+
+    def close(self) -> None:
+        """Hand out nothing more (another worker failed: stop the others soon)."""
+        with self._lock:
+            self._closed = True
+
+    @property
+    def remaining(self) -> int:
+        with self._lock:
+            return 0 if self._closed else max(self._stop - self._next, 0)
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """What every worker of one map shares."""
+
+    n_items: int
+    bytes_per_item: float
+    fixed_bytes: float
+    safety: float
+    max_items: int | None
+    min_items: int
+    align: int
+    balance_items: int | None  # cap that leaves enough batches for dynamic balancing
+
+
+def device_label(device: Device | None) -> str:
+    if device is None:
+        return "the host"
+    return f"device {device.index} ({device.properties.name})"
+
+
+def host_free_memory() -> int:
+    """Memory available to the CPU path: MemAvailable on Linux, else free pages."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return sys.maxsize
+
+
+class DeviceWorker:
+    """Runs the batches one device takes from a queue.
+
+    `on_batch(record, result)` is called after each batch (from this worker's
+    thread); `stop` is checked before each new range so that a failure elsewhere
+    ends the map after the batches already running."""
+
+    def __init__(self, device: Device | None, work: WorkFunction, settings: WorkerSettings,
+                 on_batch: Callable[[BatchRecord, Any], None], *, rank: int = 0,
+                 stop: threading.Event | None = None, profiler=None):
+        self.device = device
+        self.work = work
+        self.settings = settings
+        self.on_batch = on_batch
+        self.rank = rank
+        self.stop = stop or threading.Event()
+        self.profiler = profiler
+        self.size = 0  # the current batch size, set once the device is active
+        self.free_bytes = 0
+
+    @property
+    def label(self) -> str:
+        return device_label(self.device)
+
+    def run(self, take: Callable[[int], Batch | None]) -> None:
+        """Activate the device on this thread, then run ranges until `take` says none."""
+        activation = self.device.activate() if self.device is not None else contextlib.nullcontext()
+        with activation:
+            self.size = self.initial_size()
+            while not self.stop.is_set():
+                batch = take(self.size)
+                if batch is None:
+                    return
+                self.run_range(batch)
+
+    def initial_size(self) -> int:
+        """The largest batch that the memory estimate, the options and balancing allow."""
+        s = self.settings
+        self.free_bytes = (self.device.free_memory() if self.device is not None
+                           else host_free_memory())
+        fit = items_that_fit(self.free_bytes, s.bytes_per_item, s.fixed_bytes, s.safety)
+        smallest = min(s.min_items, max(s.n_items, 1))
+        if fit < smallest:
+            raise DeviceError(not_enough_memory_message(
+                self.free_bytes, s.bytes_per_item, s.fixed_bytes, s.safety, smallest,
+                where=self.label))
+        size = batch_size_limit(s.n_items, fit, max_items=s.max_items, align=s.align)
+        if s.balance_items is not None:
+            size = min(size, s.balance_items)
+        return max(size, smallest)
+
+    def run_range(self, batch: Batch) -> None:
+        """Run [start, stop) in pieces of at most `self.size`, halving it on OOM."""
+        position, failed = batch.start, []
+        while position < batch.stop:
+            size = min(self.size, batch.stop - position)
+            piece = Batch(position, position + size)
+            started = time.perf_counter()
+            out_of_memory = False
+            try:
+                with self._span(piece):
+                    result = self.work(self.device, piece.start, piece.stop)
+            except OutOfDeviceMemory as exc:
+                failed.append(size)
+                self.size = self._halve(size, failed, piece, exc)
+                out_of_memory = True
+            if out_of_memory:
+                # outside the except block, so that the failed try's frames (and the
+                # device buffers they hold) are no longer referenced by the traceback
+                gc.collect()
+                continue
+            record = BatchRecord(
+                None if self.device is None else self.device.index,
+                "host" if self.device is None else self.device.properties.name,
+                self.rank, piece.start, piece.stop, time.perf_counter() - started,
+                tuple(failed))
+            failed = []
+            self.on_batch(record, result)
+            position = piece.stop
+
+    def _halve(self, size: int, failed: list[int], piece: Batch,
+               exc: OutOfDeviceMemory) -> int:
+        s = self.settings
+        if size <= s.min_items:
+            tried = ", ".join(map(str, failed))
+            raise DeviceError(
+                f"out of memory on {self.label} running items [{piece.start}, {piece.stop})"
+                f" of {s.n_items}: tried batch sizes {tried} and min-batch-items is "
+                f"{s.min_items}; the estimate was {s.fixed_bytes:.4g} fixed + "
+                f"{s.bytes_per_item:.4g} bytes per item with {self.free_bytes:.4g} bytes "
+                f"free at the start ({exc})") from exc
+        return max(align_down(size // 2, s.align), s.min_items, 1)
+
+    def _span(self, piece: Batch):
+        if self.profiler is None:
+            return contextlib.nullcontext()
+        return self.profiler.span("batch", category="schedule", device=self.device,
+                                  start=piece.start, stop=piece.stop, rank=self.rank)
