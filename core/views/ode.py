@@ -233,7 +233,8 @@ class _Builder:
         init = self._initial_values(ids, p_syms)  # SBML value at t0, in p and t
         # a constant fixed at t0 through time must not follow t afterwards: a state
         for sid in ids:
-            if kinds[sid] is None and sid in self.ia and init.value(sid).has(TIME):
+            if kinds[sid] is None and sid in self.ia and (
+                    init.value(sid).has(TIME) or _has_rate_of_placeholder(init.value(sid))):
                 kinds[sid] = AMOUNT if sid in n.species_by_id else VALUE
 
         state_ids = [sid for sid in ids if kinds[sid] is not None]
@@ -270,6 +271,7 @@ class _Builder:
         rhs = rates.resolve_all(rhs)
         all_values = {sid: rates.resolve(values.value(sid)) for sid in [*ids, *n.reaction_by_id]}
         amounts = {k: rates.resolve(v) for k, v in amounts.items()}
+        x0 = self._rates_at_t0(x0, x_list, values, rates)
         index = {sid: i for i, sid in enumerate(state_ids)}
         events = tuple(self._event(e, values, kinds, index, rates) for e in n.events)
         return OdeSystem(
@@ -281,16 +283,31 @@ class _Builder:
             p_ids=tuple(p_ids),
             p_values=p_values,
             rhs=tuple(rhs),
-            x0=tuple(rates.resolve(e) for e in x0),
+            x0=tuple(x0),
             events=events,
             values=all_values,
             amounts=amounts,
         )
 
+    def _rates_at_t0(self, x0, x_list, values: "_Resolver", rates: "_RateOf"):
+        """Replace rateOf placeholders in x0 by the derivative at t0: the chain-rule
+        derivative in x, p, t with x set to x0 (repeated: x0 may use rateOf too)."""
+        x0 = [rates.resolve(e) for e in x0]
+        for _ in range(_RateOf.MAX_ROUNDS):
+            pending = {s for e in x0 for s in e.free_symbols if s.name.startswith("rateOf@")}
+            if not pending:
+                return x0
+            at_t0 = dict(zip(x_list, x0))
+            repl = {ph: rates.resolve(RateOf(values.value(ph.name[len("rateOf@"):]))).xreplace(at_t0)
+                    for ph in pending}
+            x0 = [e.xreplace(repl) for e in x0]
+        raise UnsupportedModelError({"rateOf in initial values that depends on itself": ()},
+                                    who="the ODE view")
+
     def _initial_values(self, ids, p_syms) -> "_Resolver":
         """SBML values at t0: file numbers, initial assignments, assignment rules."""
         n = self.net
-        init = _Resolver(n, self.species_as_amounts)
+        init = _Resolver(n, self.species_as_amounts, rate_of_placeholders=True)
         for sid in ids:
             if sid in self.rule_vars:
                 init.define(sid, n.assignment_rule_by_variable[sid].math)
@@ -348,6 +365,7 @@ class _Builder:
                 # assignments are computed from the current state (test suite 01779)
                 value = value * values.value(comp)
             assignments.append((index[v], value))
+        assignments = self._rescale_concentration_states(e, assignments, values, kinds, index, r)
         return OdeEvent(
             id=e.id,
             trigger=r(e.trigger),
@@ -360,13 +378,35 @@ class _Builder:
         )
 
 
+    def _rescale_concentration_states(self, e, assignments, values, kinds, index, r):
+        """A species whose state is its concentration (it has a rate rule) keeps its
+        *amount* when an event resizes its compartment (test suite 01506), so its
+        concentration scales by old size / new size."""
+        n = self.net
+        new = dict(assignments)
+        resized = {a.variable: r(a.math) for a in e.assignments if a.variable in n.compartment_by_id}
+        for s in n.species:
+            if s.compartment not in resized or s.id not in index or kinds[s.id] != VALUE:
+                continue
+            if n.species_value_is_amount(s.id):
+                continue
+            i = index[s.id]
+            conc = new.get(i, values.value(s.id))
+            new[i] = conc * values.value(s.compartment) / resized[s.compartment]
+        return tuple(new.items())
+
+
 class _Resolver:
     """Substitutes SBML symbols by their definitions, recursively, with memo and
     cycle detection (SBML forbids cycles; a model that has one gets a clear error)."""
 
-    def __init__(self, net: Network, species_as_amounts: bool = False):
+    def __init__(self, net: Network, species_as_amounts: bool = False,
+                 rate_of_placeholders: bool = False):
         self.net = net
         self.species_as_amounts = species_as_amounts
+        # At t0, rateOf(S) is S's derivative at t0, which needs the right-hand side;
+        # keep it as a placeholder symbol until the right-hand side exists.
+        self.rate_of_placeholders = rate_of_placeholders
         self.fixed: dict[str, sp.Expr] = {}  # already in final terms
         self.defs: dict[str, sp.Expr] = {}  # in SBML symbols, to resolve
         self.memo: dict[str, sp.Expr] = {}
@@ -421,6 +461,9 @@ class _Resolver:
     def resolve(self, expr: sp.Basic) -> sp.Basic:
         if not isinstance(expr, sp.Basic):
             return sp.sympify(expr)
+        if self.rate_of_placeholders and expr.has(RateOf):
+            expr = expr.replace(lambda a: isinstance(a, RateOf),
+                                lambda a: rate_of_placeholder(a.args[0].name))
         subs = {}
         for s in expr.free_symbols:
             name = s.name
@@ -469,6 +512,14 @@ class _RateOf:
     def resolve(self, e: sp.Basic) -> sp.Basic:
         assert self._resolved, "resolve_all(rhs) first"
         return self._replace(e, self.rhs)
+
+
+def rate_of_placeholder(sbml_id: str) -> sp.Symbol:
+    return sp.Symbol(f"rateOf@{sbml_id}", real=True)
+
+
+def _has_rate_of_placeholder(e: sp.Basic) -> bool:
+    return any(s.name.startswith("rateOf@") for s in e.free_symbols)
 
 
 def _num(v) -> float:
