@@ -490,16 +490,29 @@ class _RateOf:
                 d += sp.diff(e, xi) * fi
         return d
 
+    @staticmethod
+    def _outside_delays(e: sp.Basic):
+        """e with every delay(...) that contains rateOf swapped for a placeholder:
+        rateOf inside delay() is the *past* derivative (zero before t0), which the
+        delay-aware reference evaluates from its history, so it stays as it is."""
+        delayed = {d: sp.Dummy() for d in e.atoms(Delay) if d.has(RateOf)}
+        return e.xreplace(delayed), {v: k for k, v in delayed.items()}
+
+    def _needs(self, e) -> bool:
+        return isinstance(e, sp.Basic) and e.has(RateOf) and self._outside_delays(e)[0].has(RateOf)
+
     def _replace(self, e: sp.Basic, rhs) -> sp.Basic:
-        if not isinstance(e, sp.Basic) or not e.has(RateOf):
+        if not self._needs(e):
             return e
-        return e.replace(lambda a: isinstance(a, RateOf),
-                         lambda a: self._derivative(a.args[0], rhs))
+        outside, restore = self._outside_delays(e)
+        replaced = outside.replace(lambda a: isinstance(a, RateOf),
+                                   lambda a: self._derivative(a.args[0], rhs))
+        return replaced.xreplace(restore)
 
     def resolve_all(self, rhs: list[sp.Expr]) -> list[sp.Expr]:
         current = list(rhs)
         for _ in range(self.MAX_ROUNDS):
-            if not any(isinstance(f, sp.Basic) and f.has(RateOf) for f in current):
+            if not any(self._needs(f) for f in current):
                 break
             current = [self._replace(f, current) for f in current]
         else:

@@ -1,0 +1,7 @@
+"""`python -m sbmlgpu.testsuite CASES_DIR ...`"""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

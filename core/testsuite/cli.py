@@ -1,0 +1,104 @@
+"""`sbmlgpu testsuite CASES_DIR ...`: run SBML Test Suite cases, one line per case."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from ..errors import OptionError
+from .cases import find_cases, parse_selection
+from .outcome import FAIL, PASS, SKIP, Outcome
+from .pool import run_cases
+from .runner import RunConfig
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("cases_dir", metavar="CASES_DIR",
+                        help="the suite's folder of cases (e.g. sbml-test-suite/semantic), "
+                             "or one case folder")
+    parser.add_argument("--cases", metavar="LIST", default=None,
+                        help="case numbers to run, e.g. 1-100,250 (default: all)")
+    parser.add_argument("--json", metavar="FILE", default=None,
+                        help="write a JSON record per case to FILE")
+    parser.add_argument("--backend", metavar="NAME", default=None,
+                        help="run the cases through this backend via sbmlgpu.run() "
+                             "(default: the CPU reference, called directly)")
+    parser.add_argument("--timeout", metavar="SECONDS", type=float, default=60.0,
+                        help="time limit per case; past it the case FAILs with 'timeout' "
+                             "(default 60; 0: none)")
+    parser.add_argument("--jobs", "-j", metavar="N", type=int, default=1,
+                        help="cases to run at once, in separate processes (default 1)")
+    parser.add_argument("--stochastic-runs", metavar="N", type=int, default=10_000,
+                        help="realisations per stochastic (DSMTS) case (default 10000)")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--quiet", "-q", action="store_true",
+                        help="print only the cases that do not pass, and the summary")
+
+
+def main_from_args(args: argparse.Namespace, out=None) -> int:
+    """Run the cases; 0 when none failed (skips are not failures), 1 otherwise,
+    2 for bad arguments."""
+    out = out or sys.stdout
+    try:
+        selection = parse_selection(args.cases)
+        cases = find_cases(args.cases_dir, selection)
+        if args.jobs < 1:
+            raise OptionError("jobs", f"{args.jobs}: need at least 1")
+        if args.stochastic_runs < 2:
+            raise OptionError("stochastic-runs", f"{args.stochastic_runs}: need at least 2")
+        if args.backend is not None:
+            from .. import plugin_manager
+
+            plugin_manager.backend(args.backend)  # OptionError naming the installed ones
+    except OptionError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if not cases:
+        print(f"error: no cases found in {args.cases_dir}"
+              + (f" for --cases {args.cases}" if args.cases else ""), file=sys.stderr)
+        return 2
+    config = RunConfig(backend=args.backend, stochastic_runs=args.stochastic_runs,
+                       seed=args.seed)
+    started = time.perf_counter()
+    outcomes = _print_in_order(run_cases(cases, config, jobs=args.jobs, timeout=args.timeout),
+                               [c.number for c in cases], out, args.quiet)
+    counts = {s: sum(1 for o in outcomes if o.status == s) for s in (PASS, FAIL, SKIP)}
+    if args.json:
+        _write_json(Path(args.json), args, outcomes, counts, time.perf_counter() - started)
+    print(f"{counts[PASS]} passed, {counts[FAIL]} failed, {counts[SKIP]} skipped", file=out)
+    return 1 if counts[FAIL] else 0
+
+
+def _print_in_order(stream, order, out, quiet) -> list[Outcome]:
+    """Print each outcome as soon as every case before it has finished."""
+    done: dict[str, Outcome] = {}
+    k = 0
+    for outcome in stream:
+        done[outcome.case] = outcome
+        while k < len(order) and order[k] in done:
+            o = done[order[k]]
+            if not (quiet and o.status == PASS):
+                print(o.line(), file=out, flush=True)
+            k += 1
+    return [done[n] for n in order if n in done]
+
+
+def _write_json(path: Path, args, outcomes, counts, seconds) -> None:
+    doc = {
+        "cases_dir": str(args.cases_dir),
+        "backend": args.backend or "reference",
+        "summary": {"passed": counts[PASS], "failed": counts[FAIL], "skipped": counts[SKIP],
+                    "seconds": round(seconds, 1)},
+        "cases": [o.record() for o in outcomes],
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="sbmlgpu testsuite", description=__doc__)
+    add_arguments(parser)
+    return main_from_args(parser.parse_args(argv))
