@@ -66,7 +66,8 @@ def test_batches_spread_over_all_gpus_in_item_order(devices):
     assert len(used) == len(devices), scheduler.batches_by_device()
 
 
-def test_mpi_run_with_two_ranks(devices, tmp_path):
+@pytest.mark.parametrize("mode", ["static", "dynamic"])
+def test_mpi_run_with_two_ranks(devices, tmp_path, mode):
     pytest.importorskip("mpi4py")
     launcher = shutil.which("mpirun") or shutil.which("mpiexec")
     if launcher is None:
@@ -78,9 +79,11 @@ def test_mpi_run_with_two_ranks(devices, tmp_path):
     if "Open MPI" in version or "OpenRTE" in version:
         cmd += ["--allow-run-as-root", "--oversubscribe"]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    done = subprocess.run(cmd + [sys.executable, str(script), str(out)], env=env,
+    done = subprocess.run(cmd + [sys.executable, str(script), str(out), mode], env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads(out.read_text())
     assert report["ok"] and report["ranks"] == 2
-    assert all(n > 0 for n in report["batches_by_rank"]), report
+    if mode == "static":  # each rank gets its block; in dynamic mode a rank that
+        # starts late may find the queue already drained, which is the point of it
+        assert all(n > 0 for n in report["batches_by_rank"]), report

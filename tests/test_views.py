@@ -28,18 +28,19 @@ def test_stochastic_view_of_decay_dimerisation():
     assert np.allclose(a, [1.0 * 100, 0.002 * 100 * 99 / 2, 0.5 * 7, 0.04 * 7])
 
 
-def test_stochastic_propensity_uses_amounts_not_concentrations():
-    # compartment of size 2; kinetic law k*A: with A as an amount, not A/2
+def test_stochastic_propensity_follows_sbml_species_semantics():
+    # compartment of size 2; kinetic law k*A with A not hasOnlySubstanceUnits: SBML
+    # reads A as a concentration (amount / 2), as DSMTS 00011 expects
     text = model(species("A", 10), parameter("k", 0.5),
                  reaction("R", ["A"], [], math_apply("times", "<ci> k </ci><ci> A </ci>")), size=2.0)
     net = sbmlgpu.load(text)
     s = stochastic_system(net)
     val = float(s.propensities[0].subs(dict(zip(s.p, s.p_values))).subs({s.x[0]: 10}))
+    assert val == 2.5
+    # the other convention: every species symbol is its amount
+    s = stochastic_system(net, species_in_rates="amount")
+    val = float(s.propensities[0].subs(dict(zip(s.p, s.p_values))).subs({s.x[0]: 10}))
     assert val == 5.0
-    # the ODE view reads A as a concentration
-    o = ode_system(net)
-    val = float(o.rhs[0].subs(dict(zip(o.p, o.p_values))).subs({o.x[0]: 10}))
-    assert val == -2.5
 
 
 def test_stochastic_view_refuses_rate_rules_and_fractional_stoichiometry():

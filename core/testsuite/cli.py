@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(default 60; 0: none)")
     parser.add_argument("--jobs", "-j", metavar="N", type=int, default=1,
                         help="cases to run at once, in separate processes (default 1)")
-    parser.add_argument("--stochastic-runs", metavar="N", type=int, default=10_000,
+    parser.add_argument("-n", "--stochastic-runs", metavar="N", type=int, default=10_000,
                         help="realisations per stochastic (DSMTS) case (default 10000)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument("--quiet", "-q", action="store_true",

@@ -1,11 +1,15 @@
 """The stochastic view of a Network: molecule counts, integer stoichiometry,
-propensities in substance units.
+propensities.
 
-For stochastic simulation the kinetic law, evaluated with every species symbol
-standing for its *amount*, is the propensity (the convention of DSMTS,
-libRoadRunner and COPASI). Events and assignment rules carry over with the same
-convention; rate rules, varying compartments and stoichiometries that are not
-constant whole numbers have no meaning for a jump process and are refused.
+The propensity of a reaction is its kinetic law's value, which SBML gives in
+substance per time, with every symbol meaning what SBML says: a species symbol is
+a concentration unless the species has only substance units. The DSMTS cases
+decide this: 00011 (species X, hasOnlySubstanceUnits false, compartment of size 2,
+law Lambda*X) expects the rates halved, i.e. X read as amount / 2.
+`species_in_rates="amount"` reads every species symbol as its amount instead (the
+convention some tools apply to models written for stochastic simulation).
+Rate rules, varying compartments and stoichiometries that are not constant whole
+numbers have no meaning for a jump process and are refused.
 """
 
 from __future__ import annotations
@@ -69,11 +73,16 @@ def unsupported(network: Network) -> list[tuple[str, tuple[str, ...]]]:
     return out
 
 
-def stochastic_system(network: Network) -> StochasticSystem:
+SPECIES_IN_RATES = ("sbml", "amount")
+
+
+def stochastic_system(network: Network, species_in_rates: str = "sbml") -> StochasticSystem:
+    if species_in_rates not in SPECIES_IN_RATES:
+        raise ValueError(f"species_in_rates must be one of {SPECIES_IN_RATES}")
     missing = unsupported(network)
     if missing:
         raise UnsupportedModelError(missing, who="the stochastic view")
-    ode = _Builder(network, species_as_amounts=True).build()
+    ode = _Builder(network, species_as_amounts=species_in_rates == "amount").build()
     index = {sid: i for i, sid in enumerate(ode.state_ids)}
     reactions = network.reactions
     stoich = np.zeros((len(reactions), len(ode.state_ids)), dtype=np.int64)

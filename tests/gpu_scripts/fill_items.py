@@ -1,7 +1,7 @@
 """A real GPU workload for scheduler tests: each item i gets 2*i + 1 from a kernel.
 
 Run directly (also under mpirun) to check a multi-rank run:
-    mpirun -n 2 python tests/gpu_scripts/fill_items.py OUT.json
+    mpirun -n 2 python tests/gpu_scripts/fill_items.py OUT.json [dynamic|static]
 Rank 0 writes {"ok": bool, "ranks": n, "items": n, "batches_by_rank": ...}.
 """
 
@@ -31,12 +31,12 @@ def fill_work(device, start: int, stop: int) -> np.ndarray:
     return host
 
 
-def main(path: str, n_items: int = 1_000_003) -> int:
+def main(path: str, mode: str = "dynamic", n_items: int = 1_000_003) -> int:
     from sbmlgpu.runtime import get_devices
     from sbmlgpu.schedule import Scheduler
 
-    scheduler = Scheduler(devices=get_devices(), mpi=True, max_batch_items=100_000,
-                          progress=False)
+    scheduler = Scheduler(devices=get_devices(), mpi=True, mpi_mode=mode,
+                          max_batch_items=100_000, progress=False)
     result = scheduler.map_batches(fill_work, n_items, bytes_per_item=8)
     batches = [(b.start, b.stop) for b in scheduler.last_batches]
     gathered = scheduler.world.comm.gather(batches, root=0)
@@ -50,4 +50,4 @@ def main(path: str, n_items: int = 1_000_003) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(*sys.argv[1:3]))
