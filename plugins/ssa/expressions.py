@@ -1,0 +1,160 @@
+"""The model's math as the generated code evaluates it, shared by the CUDA kernel and
+its numpy twin so that both compute every propensity the same way.
+
+Parameters that the run does not vary become literals (substituted before common
+subexpression elimination, so that constants fold once, identically for both
+printers); varied ones are read from a table. Reactions are put in *code order*
+(the optimized direct method sorts them by how often they fire). One CSE block
+covers all propensities: the sparse update of a fired reaction's dependents
+emits just the temporaries those need, so a propensity is the same arithmetic on
+every code path and every layout gives bit-identical propensities.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+import sympy as sp
+
+from sbmlgpu.codegen.cse import CseBlock, eliminate
+from sbmlgpu.codegen.names import temp_name
+from sbmlgpu.codegen.printer import CudaPrinter, is_boolean
+from sbmlgpu.errors import UnsupportedModelError
+from sbmlgpu.ir import TIME
+
+from .model import SsaModel
+
+
+@dataclass(frozen=True)
+class EventMath:
+    id: str
+    time_threshold: sp.Expr | None  # in varied p
+    trigger: sp.Basic  # in x, varied p, t
+    assignments: tuple[tuple[int, sp.Expr], ...]
+    block: CseBlock  # of the assigned values, in assignment order
+    initial: bool
+
+
+@dataclass(frozen=True)
+class Expressions:
+    x: tuple[sp.Symbol, ...]
+    varied: tuple[str, ...]
+    varied_symbols: tuple[sp.Symbol, ...]
+    order: tuple[int, ...]  # model reaction index at each code position
+    reaction_ids: tuple[str, ...]  # in code order
+    propensities: tuple[sp.Expr, ...]  # in code order
+    propensity_block: CseBlock
+    stoichiometry: np.ndarray  # (reactions in code order, states)
+    dependents: tuple[tuple[int, ...], ...]  # code indices
+    x0_block: CseBlock
+    outputs: tuple[str, ...]
+    output_block: CseBlock
+    events: tuple[EventMath, ...]
+
+    @property
+    def n_states(self) -> int:
+        return len(self.x)
+
+    @property
+    def n_reactions(self) -> int:
+        return len(self.propensities)
+
+
+def prepare(model: SsaModel, varied: Sequence[str], outputs: Sequence[str],
+            order: Sequence[int] | None = None,
+            values: Mapping[str, float] | None = None) -> Expressions:
+    """Substitute the non-varied parameters (nominal values, or `values`), put the
+    reactions in `order`, and eliminate common subexpressions."""
+    varied = tuple(varied)
+    unknown = [v for v in varied if v not in model.p_ids]
+    if unknown:
+        raise UnsupportedModelError(
+            {"varied id that is not a parameter, compartment size or initial value of "
+             "this model": tuple(unknown)}, who="backend 'ssa'")
+    index = {pid: i for i, pid in enumerate(model.p_ids)}
+    nominal = dict(zip(model.p_ids, model.p_values))
+    if values:
+        nominal.update({k: float(v) for k, v in values.items()})
+    subs = {model.p[index[pid]]: sp.Float(float(nominal[pid]))
+            for pid in model.p_ids if pid not in varied and not math.isnan(nominal[pid])}
+    varied_symbols = tuple(model.p[index[v]] for v in varied)
+    missing_value = {model.p[i] for i, pid in enumerate(model.p_ids)
+                     if pid not in varied and math.isnan(nominal[pid])}
+
+    def fix(expr, where: str):
+        expr = sp.sympify(expr).xreplace(subs)
+        lacking = sorted(s.name.split("@", 1)[1] for s in expr.free_symbols
+                         if s in missing_value)
+        if lacking:
+            raise UnsupportedModelError(
+                {f"{', '.join(lacking)} has no value in the file (needed by {where}); "
+                 "give one with --parameters": tuple(lacking)}, who="backend 'ssa'")
+        return expr
+
+    n = model.n_reactions
+    order = tuple(range(n)) if order is None else tuple(int(j) for j in order)
+    if sorted(order) != list(range(n)):
+        raise ValueError(f"reaction order {order} is not a permutation of 0..{n - 1}")
+    position = {j: k for k, j in enumerate(order)}
+    propensities = tuple(fix(model.propensities[j], f"reaction {model.reaction_ids[j]}")
+                         for j in order)
+    dependents = tuple(tuple(sorted(position[d] for d in model.dependents[j])) for j in order)
+    t0_free = [fix(e, f"the initial value of {sid}")
+               for e, sid in zip(model.x0, model.state_ids)]
+    output_exprs = [fix(model.output_expression(o), f"output {o}") for o in outputs]
+    events = []
+    for e in model.events:
+        assignments = tuple((i, fix(v, f"event {e.id}")) for i, v in e.assignments)
+        threshold = None if e.time_threshold is None else fix(e.time_threshold,
+                                                              f"event {e.id}")
+        trigger = sp.Ge(TIME, threshold) if threshold is not None else fix(e.trigger,
+                                                                            f"event {e.id}")
+        events.append(EventMath(e.id, threshold, trigger, assignments,
+                                eliminate([v for _, v in assignments]),
+                                bool(e.trigger_initial_value)))
+    return Expressions(
+        x=model.x, varied=varied, varied_symbols=varied_symbols, order=order,
+        reaction_ids=tuple(model.reaction_ids[j] for j in order),
+        propensities=propensities, propensity_block=eliminate(propensities),
+        stoichiometry=np.asarray(model.stoichiometry)[list(order)] if n else
+        np.zeros((0, model.n_states), np.int64),
+        dependents=dependents, x0_block=eliminate(t0_free), outputs=tuple(outputs),
+        output_block=eliminate(output_exprs), events=tuple(events))
+
+
+def needed_temporaries(block: CseBlock, wanted: Sequence[int]) -> list[int]:
+    """Indices of the temporaries that outputs `wanted` need, in evaluation order."""
+    temps = {sym: k for k, (sym, _) in enumerate(block.temporaries)}
+    need: set[int] = set()
+    stack = [block.outputs[i] for i in wanted]
+    while stack:
+        expr = stack.pop()
+        for s in sp.sympify(expr).free_symbols:
+            k = temps.get(s)
+            if k is not None and k not in need:
+                need.add(k)
+                stack.append(block.temporaries[k][1])
+    return sorted(need)
+
+
+def c_declaration(printer: CudaPrinter, name: str, expr: sp.Basic) -> str:
+    """`const double cse_0 = ...;` (bool for a truth value)."""
+    ctype = "bool" if is_boolean(expr) else printer.real_type
+    return f"const {ctype} {name} = {printer.doprint(expr)};"
+
+
+def render_block(block: CseBlock, printer: CudaPrinter, wanted: Sequence[int] | None = None,
+                 prefix: str = "", declare=c_declaration) -> tuple[list[str], list[str]]:
+    """(declarations, text of each wanted output) for a subset of `block`'s outputs
+    (all when None), only with the temporaries those need. `prefix` renames the
+    temporaries (several blocks in one scope); `declare(printer, name, expr)` writes
+    one declaration (C by default; the numpy twin passes its own)."""
+    wanted = list(range(len(block.outputs))) if wanted is None else list(wanted)
+    names = {sym: prefix + temp_name(k) for k, (sym, _) in enumerate(block.temporaries)}
+    local = type(printer)({**printer.symbols, **names}, printer.precision, printer.unmapped)
+    lines = [declare(local, names[block.temporaries[k][0]], block.temporaries[k][1])
+             for k in needed_temporaries(block, wanted)]
+    return lines, [local.print_value(block.outputs[i]) for i in wanted]

@@ -1,0 +1,218 @@
+"""The GPU path of the SSA backend (gpu.py, the GPU branches of backend.py) on a fake
+device, so that CI without a GPU exercises its Python side: buffers, argument order,
+launch shapes, batches, the pilot and the on-GPU summary.
+
+The fake device "compiles" the CUDA source as host C++ (the same text; host.py) and
+its kernels call the host entry point; the summary kernel applies the device sink's
+arithmetic (shifted sums, counts, the bin rule) to the host trajectories. What it
+cannot check -- PyCUDA itself, atomics, shared memory -- test_ssa_gpu.py checks on
+the GPU machine."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+
+import numpy as np
+import pytest
+
+from sbmlgpu.backend import RunRequest
+from sbmlgpu.runtime.base import (Buffer, Device, DeviceProperties, Kernel, KernelAttributes,
+                                  LaunchTiming, Module)
+from sbmlgpu.plugins.ssa import host
+from sbmlgpu.plugins.ssa.backend import SsaBackend
+from sbmlgpu.plugins.ssa.options import SsaOptions
+from sbmlgpu.profile import Profiler
+from sbmlgpu.schedule import Scheduler
+
+from .test_ssa_model import small_dimerisation
+
+pytestmark = pytest.mark.skipif(not host.available(), reason="no C++ compiler")
+
+
+class FakeBuffer(Buffer):
+    def __init__(self, nbytes: int):
+        self.nbytes = nbytes
+        self.array = np.zeros(max(nbytes, 1), np.uint8)
+
+    def view(self, dtype, count=None):
+        return self.array[: self.nbytes].view(dtype) if count is None else \
+            self.array[: count * np.dtype(dtype).itemsize].view(dtype)
+
+    def free(self) -> None:
+        self.array = None
+
+
+class FakeKernel(Kernel):
+    def __init__(self, library, name: str, precision: str, log: list):
+        self.library, self.name, self.log = library, name, log
+        self.real = np.float64 if precision == "double" else np.float32
+        self.attributes = KernelAttributes(48, 0, 0, 1024)
+
+    def launch(self, grid, block, args, shared_bytes=0, stream=None) -> LaunchTiming:
+        self.log.append((self.name, tuple(grid), tuple(block), shared_bytes))
+        seed, first, n, ptab, times, K = args[:6]
+        assert isinstance(seed, np.uint64) and isinstance(first, np.uint64)
+        assert isinstance(n, np.int32) and isinstance(K, np.int32)
+        assert grid[0] * block[0] >= n
+        n, K = int(n), int(K)
+        status, why, firings, max_firings, scratch = args[-5:]
+        assert isinstance(max_firings, np.uint64)
+        real = np.dtype(self.real).itemsize
+        times_h = times.view(np.float64, K)
+        if self.name == "ssa_trajectories":
+            out = args[6]
+            assert out.nbytes == K * (out.nbytes // (K * n * real)) * n * real
+            O = out.nbytes // (K * n * real)
+            target = out.view(self.real, K * O * n)
+        else:
+            shift, s1, s2, count, lo, inv_width, bins, hist = args[6:14]
+            O = s1.nbytes // (8 * K)
+            target = np.empty(K * O * n, self.real)
+        self.library.ssa_host_trajectories(
+            int(seed), int(first), n, _ptr(ptab.view(self.real)), _ptr(times_h), K,
+            _ptr(target), _ptr(status.view(np.int32, n)), _ptr(why.view(np.int32, n)),
+            _ptr(firings.view(np.uint64, n)), int(max_firings), 0)
+        if self.name == "ssa_summary":
+            values = target.reshape(K, O, n).astype(float)
+            finite = np.isfinite(values)
+            d = np.where(finite, values - shift.view(np.float64, K * O).reshape(K, O, 1), 0.0)
+            s1.view(np.float64, K * O)[:] += d.sum(axis=-1).ravel()
+            s2.view(np.float64, K * O)[:] += (d * d).sum(axis=-1).ravel()
+            count.view(np.uint64, K * O)[:] += finite.sum(axis=-1).ravel().astype(np.uint64)
+            bins = int(bins)
+            if bins:
+                pos = (values - lo.view(np.float64, K * O).reshape(K, O, 1)) * \
+                    inv_width.view(np.float64, K * O).reshape(K, O, 1)
+                b = np.where(pos < 0, 0, np.where(pos >= bins, bins + 1, 1 + np.floor(
+                    np.where(finite, pos, 0)))).astype(int)
+                h = hist.view(np.uint64, K * O * (bins + 2)).reshape(K, O, bins + 2)
+                for k in range(K):
+                    for o in range(O):
+                        h[k, o] += np.bincount(b[k, o][finite[k, o]],
+                                               minlength=bins + 2).astype(np.uint64)
+        return LaunchTiming(1.0, tuple(grid) + (1, 1), tuple(block) + (1, 1), shared_bytes)
+
+
+class FakeModule(Module):
+    def __init__(self, library, precision, log):
+        self.library, self.precision, self.log = library, precision, log
+
+    def function(self, name: str) -> Kernel:
+        assert name in ("ssa_trajectories", "ssa_summary")
+        return FakeKernel(self.library, name, self.precision, self.log)
+
+
+class FakeDevice(Device):
+    def __init__(self, index: int = 0, shared: int = 227 * 1024):
+        self.index = index
+        self.properties = DeviceProperties(
+            "Fake H200", (9, 0), 132, 1_980_000, 2_619_000, 6144, 141 << 30, 48 * 1024, shared,
+            228 * 1024, 65536, 65536, 1024, 2048)
+        self.log: list = []
+        self.compiled: list[str] = []
+
+    def activate(self):
+        return contextlib.nullcontext(self)
+
+    def free_memory(self) -> int:
+        return 1 << 30
+
+    def compile(self, source, *, options=(), name="kernel") -> Module:
+        self.compiled.append(source)
+        precision = "float" if "typedef float real_t" in source else "double"
+        return FakeModule(host.load_library(source), precision, self.log)
+
+    def alloc(self, nbytes: int) -> Buffer:
+        return FakeBuffer(int(nbytes))
+
+    def to_device(self, array) -> Buffer:
+        host_array = np.ascontiguousarray(array)
+        b = FakeBuffer(host_array.nbytes)
+        b.array[: host_array.nbytes] = host_array.view(np.uint8).ravel()
+        return b
+
+    def from_device(self, buffer, shape, dtype):
+        count = int(np.prod(shape))
+        return buffer.view(dtype, count).reshape(shape).copy()
+
+    def synchronize(self) -> None:
+        pass
+
+
+def _ptr(array):
+    return array.ctypes.data_as(ctypes.c_void_p)
+
+
+def _run(device, request, scheduler=None, **options):
+    program = SsaBackend().compile(small_dimerisation(), SsaOptions(**options), device)
+    scheduler = scheduler or Scheduler(devices=[device], progress=False)
+    return program.run(request, scheduler, Profiler())
+
+
+def _cpu(request, **options):
+    program = SsaBackend().compile(small_dimerisation(), SsaOptions(cpu_engine="compiled",
+                                                                    **options), None)
+    return program.run(request, None, None)
+
+
+@pytest.mark.parametrize("layout", ["register", "fat", "thin"])
+def test_gpu_path_returns_the_cpu_realisations(layout):
+    device = FakeDevice()
+    request = RunRequest(times=np.linspace(0, 10, 11), n=300, seed=3, progress=False)
+    gpu = _run(device, request, layout=layout)
+    assert gpu.metadata["engine"] == "gpu" and gpu.metadata["layout"] == layout
+    assert np.array_equal(gpu.data, _cpu(request, layout=layout).data)
+    name, grid, block, shared = device.log[0]
+    assert name == "ssa_trajectories" and grid[0] * block[0] >= 300
+    assert (shared > 0) == (layout == "fat")
+
+
+def test_gpu_path_batches_and_several_devices_change_nothing():
+    request = RunRequest(times=np.linspace(0, 10, 6), n=500, seed=9, progress=False)
+    one = _run(FakeDevice(), request)
+    devices = [FakeDevice(0), FakeDevice(1)]
+    split = Scheduler(devices=devices, max_batch_items=96, progress=False)
+    two = _run(devices[0], request, split)
+    assert len(split.last_batches) >= 5
+    assert {r.device_index for r in split.last_batches} <= {0, 1}
+    assert np.array_equal(one.data, two.data)
+
+
+def test_gpu_summary_uses_a_pilot_then_the_summary_kernel():
+    device = FakeDevice()
+    times = np.linspace(0, 10, 6)
+    full = _run(device, RunRequest(times=times, n=700, seed=4, progress=False))
+    device.log.clear()
+    summ = _run(device, RunRequest(times=times, n=700, seed=4, summary=True, progress=False),
+                pilot=100)
+    kinds = [entry[0] for entry in device.log]
+    assert kinds[0] == "ssa_trajectories" and "ssa_summary" in kinds
+    assert summ.metadata["summary"]["pilot"] == 100
+    np.testing.assert_allclose(summ.summary.mean, full.data.mean(axis=0), rtol=1e-12, atol=1e-9)
+    np.testing.assert_allclose(summ.summary.sd, full.data.std(axis=0, ddof=1), rtol=1e-9,
+                               atol=1e-9)
+    assert np.all(np.asarray(summ.metadata["histograms"]["counts"]).sum(axis=-1) == 700)
+
+
+def test_fat_layout_shrinks_its_block_to_the_shared_memory():
+    device = FakeDevice(shared=40 * 7 * 8)  # room for 40 threads of 7 doubles
+    request = RunRequest(times=np.linspace(0, 1, 3), n=50, seed=1, progress=False)
+    _run(device, request, layout="fat")
+    _, _, block, shared = device.log[0]
+    assert block[0] == 32 and shared == 32 * 7 * 8
+    from sbmlgpu.errors import DeviceError
+
+    with pytest.raises(DeviceError, match="layout thin"):
+        _run(FakeDevice(shared=100), request, layout="fat")
+
+
+def test_profiler_gets_the_firings_of_each_launch():
+    device = FakeDevice()
+    program = SsaBackend().compile(small_dimerisation(), SsaOptions(), device)
+    profiler = Profiler()
+    result = program.run(RunRequest(times=np.linspace(0, 10, 3), n=64, seed=1, progress=False),
+                         Scheduler(devices=[device], progress=False), profiler)
+    (record,) = profiler.records
+    assert record.meta["firings"] == result.metadata["firings"] > 0
+    assert record.flops > 0 and record.kernel == "ssa_trajectories"

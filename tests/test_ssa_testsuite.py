@@ -1,0 +1,90 @@
+"""The DSMTS part of the test-suite runner (core/testsuite/stochastic.py) with the
+SSA backend: the Z/Y criteria, sigma = 0 points, amount scaling, refusals."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sbmlgpu.plugins.ssa import host
+from sbmlgpu.testsuite import RunConfig, find_cases, main, run_case
+from sbmlgpu.testsuite.stochastic import check_points, z_and_y
+
+from .test_ssa_model import DSMTS
+
+needs_suite = pytest.mark.skipif(not (DSMTS / "00001").is_dir(), reason="no DSMTS suite")
+fast = pytest.mark.skipif(not host.available(), reason="10,000 runs need the compiled engine")
+
+
+def test_z_and_y_follow_the_dsmts_formulas():
+    z, y = z_and_y(mean=[10.3], sd=[2.2], mu=[10.0], sigma=[2.0], runs=10000)
+    assert z[0] == pytest.approx(100 * 0.3 / 2.0)
+    assert y[0] == pytest.approx(np.sqrt(5000) * (4.84 / 4.0 - 1))
+
+
+def test_points_with_zero_sigma_must_match_exactly():
+    mu, sigma = np.array([100.0, 50.0, 7.0]), np.array([0.0, 0.0, 1.0])
+    bad_z, bad_y, score = check_points([100.0, 50.0, 7.0], [0.0, 0.0, 1.0], mu, sigma, 10000)
+    assert not bad_z.any() and not bad_y.any() and np.all(score <= 1)
+    bad_z, _, score = check_points([100.0, 50.0, 7.0], [0.0, 0.1, 1.0], mu, sigma, 10000)
+    assert bad_z.tolist() == [False, True, False] and score[1] == np.inf
+    bad_z, _, _ = check_points([100.5, 50.0, 7.0], [0.0, 0.0, 1.0], mu, sigma, 10000)
+    assert bad_z[0]
+
+
+def test_ranges_come_from_the_settings_and_nan_misses():
+    bad_z, bad_y, _ = check_points([10.05], [1.0], [10.0], [1.0], 10000, (-3, 3), (-5, 5))
+    assert bad_z[0] and not bad_y[0]  # Z = 5
+    bad_z, _, _ = check_points([10.05], [1.0], [10.0], [1.0], 10000, (-6, 6), (-5, 5))
+    assert not bad_z[0]
+    bad_z, bad_y, score = check_points([np.nan], [1.0], [10.0], [1.0], 100)
+    assert bad_z[0] and score[0] == np.inf
+
+
+@needs_suite
+@fast
+@pytest.mark.parametrize("number", ["00001", "00011", "00019", "00028", "00033"])
+def test_dsmts_cases_pass_with_10000_runs(number):
+    # 00011: concentration species in a size-2 compartment, reported as an amount;
+    # 00019: an assignment rule; 00028: a time event; 00033: a state event
+    (case,) = find_cases(DSMTS / number)
+    outcome = run_case(case, RunConfig(backend="ssa", stochastic_runs=10000, seed=1))
+    assert outcome.status == "pass", outcome.line()
+    assert outcome.worst is not None and outcome.worst.ratio <= 1
+
+
+@needs_suite
+def test_distrib_cases_are_skipped_with_the_reason():
+    (case,) = find_cases(DSMTS / "00041")
+    outcome = run_case(case, RunConfig(backend="ssa", stochastic_runs=100))
+    assert outcome.status == "skip" and "distrib" in outcome.message
+
+
+@needs_suite
+def test_a_wrong_simulator_fails(monkeypatch):
+    """A mean 1 % off must be caught: the criteria have teeth."""
+    import sbmlgpu.api
+
+    real_run = sbmlgpu.api.run
+
+    def biased(network, **kwargs):
+        result = real_run(network, **kwargs)
+        result.summary.mean[1:] *= 1.01
+        return result
+
+    monkeypatch.setattr(sbmlgpu.api, "run", biased)
+    (case,) = find_cases(DSMTS / "00001")
+    outcome = run_case(case, RunConfig(backend="ssa", stochastic_runs=2000, seed=1))
+    assert outcome.status == "fail" and "Z" in outcome.message
+
+
+@needs_suite
+@fast
+def test_command_line_closes_with_the_counts(capsys):
+    status = main([str(DSMTS), "--backend", "ssa", "--stochastic-runs", "2000",
+                   "--cases", "1,41"])
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].startswith("00001 ")
+    assert lines[1].startswith("00041 skipped:")
+    assert lines[-1] in ("1 passed, 0 failed, 1 skipped", "0 passed, 1 failed, 1 skipped")
+    assert status in (0, 1)
