@@ -27,8 +27,10 @@ from typing import Any, Callable, Iterable
 from .errors import OptionError
 
 #: accepted spellings -> the two precisions DeviceProperties.peak_flops knows
+# "float" and "double" are the names the code printer and the backends' options use
 PRECISIONS = {"double": "double", "float64": "double", "fp64": "double", "f64": "double",
-              "single": "single", "float32": "single", "fp32": "single", "f32": "single"}
+              "single": "single", "float": "single", "float32": "single", "fp32": "single",
+              "f32": "single"}
 FORMAT = "sbmlgpu-profile"
 FORMAT_VERSION = 1
 

@@ -217,3 +217,9 @@ def test_chrome_trace_has_one_track_per_device_and_valid_complete_events(tmp_pat
     names = {e["pid"]: e["args"]["name"] for e in events
              if e["ph"] == "M" and e["name"] == "process_name"}
     assert names == {0: "host", 1: "GPU 0: Fake H200", 2: "GPU 1: GPU1"}
+
+
+def test_precision_names_of_the_printer_are_accepted():
+    from sbmlgpu.profile import normalize_precision
+    assert normalize_precision("float") == "single"
+    assert normalize_precision("double") == "double"
