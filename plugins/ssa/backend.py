@@ -83,14 +83,14 @@ class SsaProgram(Program):
             self.engine_kind = "compiled" if use_host else "numpy"
         else:
             self.engine_kind = "gpu"
-        method = options.method if options.method != "auto" else \
-            tuning.choose_method(nr, self.engine_kind)
         shared = None
         if device is not None:
             props = device.properties
             shared = props.shared_memory_per_block_optin or props.shared_memory_per_block
         layout = options.layout if options.layout != "auto" else \
             tuning.choose_layout(ns, nr, real_bytes, shared)
+        method = options.method if options.method != "auto" else \
+            tuning.choose_method(nr, self.engine_kind, layout)
         update = options.update if options.update != "auto" else \
             tuning.choose_update(layout, method, self.engine_kind)
         self.variant = Variant(layout, update, method, options.precision)

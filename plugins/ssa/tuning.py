@@ -10,20 +10,30 @@ the measurements that replace them.
 from __future__ import annotations
 
 #: States + reactions that the "register" layout keeps in registers. A double takes
-#: two of a thread's 255 registers; past about 48 values the Philox state, the
-#: CSE temporaries and the loop variables no longer fit and nvcc spills to local
-#: memory, which is the "thin" layout without its coalescing. PROVISIONAL.
-REGISTER_MAX_VALUES = 48
+#: two of a thread's 255 registers; past some size the Philox state, the CSE
+#: temporaries and the loop variables no longer fit and nvcc spills to local memory.
+#: Measured on an H100 (2026-11-22, benchmarks/ssa_layouts.py, decay-dimerisation
+#: copies, double, direct method): the register layout was fastest at every size
+#: measured, up to 12 copies = 84 values (222 registers, 0 B local): 2.57e10
+#: firings/s against 7.6e9 fat and 4.2e9 thin. 96 is that measured range plus a
+#: margin; larger systems go to fat or thin until a measurement says otherwise.
+REGISTER_MAX_VALUES = 96
 
-#: Reactions from which "thin" beats "fat" (Klingbeil et al. 2012, Fig. 5: thin
-#: matched fat on small systems and won from about 8 reactions). PROVISIONAL.
-THIN_FROM_REACTIONS = 8
+#: Reactions from which "thin" is chosen over "fat". Klingbeil et al. 2012 (GTX 260)
+#: saw thin win from about 8 reactions; on the H100 fat beat thin at every size
+#: measured (4 to 48 reactions: 6.7e10 vs 3.4e10 at 4, 7.6e9 vs 4.2e9 at 48), so
+#: fat is kept while a block of MIN_BLOCK threads fits in shared memory and thin
+#: only beyond that (see choose_layout).
+THIN_FROM_REACTIONS = 10**9
 
 #: Reactions from which the optimized direct method (sorted reactions, early-exit
-#: search, sparse updates) replaces the plain direct method on the GPU. PROVISIONAL:
-#: the search saves O(M) work per firing only when M is large, and a warp pays for
-#: its slowest lane's search and for every distinct case of the update switch.
-OPTIMIZED_FROM_REACTIONS = 32
+#: search, sparse updates) replaces the plain direct method on the GPU. Measured on
+#: the H100 (same run): with the register layout direct beat optimized at every size
+#: (4 reactions 8.9e10 vs 7.2e10, 48 reactions 2.6e10 vs 1.6e10; Vilar, 16
+#: reactions, 5.4e10 vs 4.0e10): a warp pays for its slowest lane's search and for
+#: every distinct case of the update switch. With fat, optimized won slightly from
+#: 16 reactions (2.8e10 vs 2.5e10). So: optimized only outside the register layout.
+OPTIMIZED_FROM_REACTIONS = 16
 
 #: The same on the compiled CPU engine, where branches cost little. Measured on a
 #: 2-core x86 (2026-11, benchmarks/ssa_layouts.py --cpu and a variant sweep):
@@ -31,10 +41,13 @@ OPTIMIZED_FROM_REACTIONS = 32
 #: decay-dimerisation (4) 1.27e7 vs 1.15e7; 24 copies (96) 1.38e7 vs 4.2e6.
 CPU_OPTIMIZED_FROM_REACTIONS = 8
 
-#: Threads per block by layout. Klingbeil et al. found 192 or 384 best on their GPU;
-#: an H200 SM holds 2048 threads, so any multiple of 64 up to 1024 gives full
-#: occupancy when registers allow. PROVISIONAL until benchmarks/ssa_blocks.py runs.
-DEFAULT_BLOCK = {"register": 128, "fat": 128, "thin": 256}
+#: Threads per block by layout. Klingbeil et al. found 192 or 384 best on their GPU.
+#: Measured on an H100 (2026-11-22, benchmarks/ssa_blocks.py, decay-dimerisation):
+#: within 10 % from 32 to 1024 threads in every layout; 192, 384 and 768 were the
+#: slowest (e.g. register 8.5e10, 8.1e10, 8.2e10) and 256, 512, 1024 among the
+#: fastest (8.9e10, 9.1e10, 9.4e10). 256 is taken: fast in every layout measured,
+#: and it still fits models that need 255 registers per thread.
+DEFAULT_BLOCK = {"register": 256, "fat": 256, "thin": 256}
 
 #: Smallest block the fat layout may shrink to when its shared memory does not fit.
 MIN_BLOCK = 32
@@ -68,11 +81,12 @@ def choose_layout(n_states: int, n_reactions: int, real_bytes: int,
     return "thin"
 
 
-def choose_method(n_reactions: int, engine: str = "gpu") -> str:
+def choose_method(n_reactions: int, engine: str = "gpu", layout: str | None = None) -> str:
     """engine: "gpu", "compiled" (the kernel on the CPU cores) or "numpy" (whose
     vectorised loop runs the direct method fastest: the optimized method's updates
-    loop over reactions in Python)."""
-    if engine == "numpy":
+    loop over reactions in Python). On the GPU the register layout always takes
+    the direct method (measured, see OPTIMIZED_FROM_REACTIONS)."""
+    if engine == "numpy" or (engine == "gpu" and layout == "register"):
         return "direct"
     threshold = OPTIMIZED_FROM_REACTIONS if engine == "gpu" else CPU_OPTIMIZED_FROM_REACTIONS
     return "optimized" if n_reactions >= threshold else "direct"
