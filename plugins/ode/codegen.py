@@ -1,0 +1,271 @@
+"""The CUDA source of one ensemble kernel, from a KernelModel.
+
+The model's functions (x0, rhs, outputs, Jacobian, atoms, triggers, event values,
+priorities) are printed by sbmlgpu.codegen's CudaPrinter after common
+subexpression elimination; the integrators and the driver are template files in
+kernels/. `generate(...)` returns the source text with what the profiler needs to
+count work (FLOPs per right-hand side, per step).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+
+import sympy as sp
+
+from sbmlgpu.codegen.cost import count_block, count_many
+from sbmlgpu.codegen.cse import CseBlock, eliminate
+from sbmlgpu.codegen.printer import CodegenError, CudaPrinter
+from sbmlgpu.codegen.templates import render
+from sbmlgpu.ir import TIME
+
+from . import sparse_lu
+from .model import KernelModel, use_symbol
+
+PACKAGE = "sbmlgpu.plugins.ode"
+#: largest system whose LU keeps every index a compile-time constant (rodas4)
+LU_STATIC_MAX = 12
+#: largest system whose right-hand side and Jacobian are inlined at every call
+INLINE_MODEL_MAX = 32
+INDENT = "    "
+
+
+@dataclass(frozen=True)
+class KernelSource:
+    name: str  # file name for --keep-source
+    text: str
+    kernel: str  # the __global__ function
+    method: str
+    precision: str
+    flops_per_rhs: float
+    flops_per_step: float  # one attempted step (what the step counter counts)
+    flops_per_output: float
+    jacobian: str  # "analytic", "fd" or "none"
+    linear_algebra: str = "none"  # rodas4: "dense LU" or "sparse LU (nnz)"
+
+
+def _printer(model: KernelModel, precision: str) -> CudaPrinter:
+    symbols: dict[sp.Basic, str] = {TIME: "t"}
+    symbols.update({x: f"x[{i}]" for i, x in enumerate(model.x)})
+    symbols.update({p: f"p[{j}]" for j, p in enumerate(model.p_symbols)})
+    symbols.update({use_symbol(k): f"b[{k}]" for k in range(len(model.uses))})
+    printer = CudaPrinter(symbols, precision, unmapped="raise")
+    for symbol, value in model.literals.items():  # fixed parameters: literals
+        text = printer.literal(value)
+        printer.symbols[symbol] = f"({text})" if text.startswith("-") else text
+    return printer
+
+
+def _is_trivial(e: sp.Basic) -> bool:
+    """A symbol, a number, or minus one: free inside any expression (a negation folds
+    into the subtraction or FMA that uses it), not worth a temporary."""
+    if e.is_Atom:
+        return True
+    return bool(e.is_Mul and len(e.args) == 2 and e.args[0] == -1 and e.args[1].is_Atom)
+
+
+def eliminate_common(exprs) -> CseBlock:
+    """sympy's CSE, with trivial temporaries (see _is_trivial) put back in place."""
+    block = eliminate(exprs)
+    trivial = {}
+    temporaries = []
+    for symbol, e in block.temporaries:
+        e = e.xreplace(trivial) if trivial else e
+        if _is_trivial(e):
+            trivial[symbol] = e
+        else:
+            temporaries.append((symbol, e))
+    if not trivial:
+        return block
+    return CseBlock(tuple(temporaries), tuple(o.xreplace(trivial) for o in block.outputs))
+
+
+def _assign(exprs, targets, printer: CudaPrinter, where: str, indent: str = INDENT) -> str:
+    """C statements `target = expr;` after common subexpression elimination."""
+    exprs = list(exprs)
+    if not exprs:
+        return ""
+    lines, outputs = eliminate_common(exprs).render(printer, where=where)
+    body = [indent + line for line in lines]
+    body += [f"{indent}{target} = {value};" for target, value in zip(targets, outputs)]
+    return "\n".join(body)
+
+
+def _sparse_body(model: KernelModel, plan, printer: CudaPrinter) -> str:
+    """A[e] = -J[i, j] on the plan's entries (non-zeros only) and ft = df/dt."""
+    jac = model.jacobian
+    exprs, targets = [], []
+    for (i, j), e in plan.index.items():
+        if jac[i, j] != 0:
+            exprs.append(-jac[i, j])
+            targets.append(f"A[{e}]")
+    if model.rhs_depends_on_time:
+        for i, e in enumerate(model.dfdt):
+            if e != 0:
+                exprs.append(e)
+                targets.append(f"ft[{i}]")
+    return _assign(exprs, targets, printer, "Jacobian")
+
+
+def _bodies(model: KernelModel, printer: CudaPrinter, jacobian: str, plan=None) -> dict:
+    nx = model.n_states
+    body = {}
+    if nx:
+        body["x0"] = _assign(model.x0, [f"x[{i}]" for i in range(nx)], printer, "initial values")
+        body["rhs"] = _assign(model.rhs, [f"dx[{i}]" for i in range(nx)], printer, "rates")
+    else:  # a model without states: one dummy state that never moves
+        body["x0"] = f"{INDENT}x[0] = {printer.literal(0)};"
+        body["rhs"] = f"{INDENT}dx[0] = {printer.literal(0)};"
+    body["outputs"] = _assign(model.output_exprs, [f"y[{j}]" for j in range(len(model.outputs))],
+                              printer, "outputs")
+    body["jacobian"] = None
+    body["m_sparse"] = _sparse_body(model, plan, printer) if plan is not None else None
+    if jacobian == "analytic" and nx and plan is None:
+        jac = model.jacobian
+        entries, targets = [], []
+        for i in range(nx):
+            for j in range(nx):
+                if jac[i, j] != 0:
+                    entries.append(jac[i, j])
+                    targets.append(f"J[{i * nx + j}]")
+        if model.rhs_depends_on_time:
+            for i, e in enumerate(model.dfdt):
+                if e != 0:
+                    entries.append(e)
+                    targets.append(f"ft[{i}]")
+        body["jacobian"] = _assign(entries, targets, printer, "Jacobian")
+    elif jacobian == "analytic":
+        body["jacobian"] = ""
+    if model.atoms:
+        body["atoms"] = _assign(model.atoms, [f"g[{a}]" for a in range(len(model.atoms))],
+                                printer, "event triggers")
+    else:  # events without atoms (fired at t0 only): one dummy atom that stays at zero
+        body["atoms"] = f"{INDENT}g[0] = {printer.literal(0)};"
+    if model.events:
+        lines = []
+        for i, e in enumerate(model.events):
+            lines.append(f"{INDENT}trig[{i}] = "
+                         f"{printer.print_condition(e.trigger, where=f'event {e.id}')};")
+        body["triggers"] = "\n".join(lines)
+    return body
+
+
+def _events(model: KernelModel, printer: CudaPrinter) -> list[dict]:
+    out = []
+    for i, e in enumerate(model.events):
+        where = f"event {e.id}"
+        priority_body = None
+        if e.priority is not None:
+            lines, (value,) = eliminate_common([e.priority]).render(printer, where=where)
+            priority_body = "\n".join([INDENT + line for line in lines]
+                                      + [f"{INDENT}return {value};"])
+        delay_body = None
+        if e.delay is not None:
+            lines, (value,) = eliminate_common([e.delay]).render(printer, where=where)
+            delay_body = "\n".join([INDENT + line for line in lines]
+                                   + [f"{INDENT}return {value};"])
+        out.append({
+            "index": i, "id": e.id, "targets": list(e.targets),
+            "delay_body": delay_body, "has_delay": e.delay is not None,
+            "values_body": _assign(e.values, [f"v[{k}]" for k in range(len(e.targets))],
+                                   printer, where),
+            "priority_body": priority_body, "has_priority": e.priority is not None,
+            "persistent": e.persistent, "initial_value": e.initial_value,
+            "values_at_trigger": e.values_at_trigger,
+        })
+    return out
+
+
+def choose_jacobian(model: KernelModel, requested: str) -> str:
+    """'analytic' or 'fd': analytic unless sympy cannot differentiate the model or the
+    result cannot be printed."""
+    if requested == "fd":
+        return "fd"
+    ok = model.jacobian is not None and model.dfdt is not None
+    if ok:
+        try:  # printable? (e.g. derivatives of functions the printer refuses)
+            printer = _printer(model, "double")
+            for e in [*model.jacobian, *model.dfdt]:
+                if e != 0:
+                    printer.doprint(e)
+        except CodegenError:
+            ok = False
+    if not ok and requested == "analytic":
+        raise CodegenError("an analytic Jacobian (sympy cannot differentiate or print it; "
+                           "use --jacobian fd)", (model.ode.network.id,))
+    return "analytic" if ok else "fd"
+
+
+def generate(model: KernelModel, method: str, precision: str = "double", *,
+             block_size: int = 128, jacobian: str = "auto") -> KernelSource:
+    """The kernel source for `model` integrated with `method` ('rk4', 'dopri5', 'rodas4')."""
+    if method not in ("rk4", "dopri5", "rodas4"):
+        raise ValueError(f"unknown method {method!r}")
+    printer = _printer(model, precision)
+    jac_mode = choose_jacobian(model, jacobian) if method == "rodas4" else "none"
+    plan = None
+    if jac_mode == "analytic" and model.n_states > LU_STATIC_MAX:
+        plan = sparse_lu.plan(sparse_lu.jacobian_pattern(model.jacobian), model.n_states)
+    body = _bodies(model, printer, jac_mode, plan)
+    events = _events(model, printer)
+    nx, nout = model.n_states, len(model.outputs)
+    needs_rng = sum(1 for e in model.events if e.priority is not None) >= 2
+    context = dict(
+        precision=precision, model_id=model.ode.network.id or "model", method=method,
+        nx=nx, nx_alloc=max(nx, 1), np=len(model.varied), np_alloc=max(len(model.varied), 1),
+        nout=nout, nout_alloc=max(nout, 1), natoms=len(model.atoms),
+        natoms_alloc=max(len(model.atoms), 1), nevents_alloc=max(len(model.events), 1),
+        watch=bool(model.atoms or model.events), inline_model=nx <= INLINE_MODEL_MAX,
+        delayed=any(e.delay is not None for e in model.events),
+        inline_events=len(model.atoms) + len(model.events) <= INLINE_MODEL_MAX,
+        # loops over states / outputs: unrolled for small models (registers), plain
+        # loops for large ones (code size and nvcc time grow with every unrolled copy)
+        unroll="#pragma unroll" if nx <= INLINE_MODEL_MAX else "",
+        unroll_outputs="#pragma unroll" if nout <= INLINE_MODEL_MAX else "",
+        body=body, events=events, uses=[(u.atom, u.rel) for u in model.uses],
+        rhs_has_time=model.rhs_depends_on_time, lu_static=max(nx, 1) <= LU_STATIC_MAX,
+        fd_jacobian=jac_mode == "fd", block_size=block_size, needs_rng=needs_rng,
+        sparse_lu=plan is not None, nnz=plan.nnz if plan else 0,
+        diag_entries=[plan.index[(k, k)] for k in range(plan.n)] if plan else [],
+        lu_code=sparse_lu.lu_code(plan) if plan else "",
+        solve_code=sparse_lu.solve_code(plan) if plan else "",
+    )
+    text = render(PACKAGE, "ode.cu", **context)
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    safe = re.sub(r"[^A-Za-z0-9_]", "_", model.ode.network.id or "model")[:40]
+    rhs_flops = count_block(eliminate_common(list(model.rhs))).flops() if nx else 0.0
+    out_flops = count_block(eliminate_common(list(model.output_exprs))).flops() if nout else 0.0
+    step = _step_flops(method, max(nx, 1), rhs_flops, model, jac_mode, plan)
+    return KernelSource(
+        name=f"ode_{safe}_{method}_{precision}_{digest}.cu", text=text,
+        kernel=f"sbmlgpu_ode_{method}", method=method, precision=precision,
+        flops_per_rhs=rhs_flops, flops_per_step=step, flops_per_output=out_flops,
+        jacobian=jac_mode,
+        linear_algebra=("none" if method != "rodas4" else
+                        f"sparse LU ({plan.nnz} entries)" if plan else "dense LU"))
+
+
+def _step_flops(method: str, nx: int, rhs: float, model: KernelModel, jac_mode: str,
+                plan=None) -> float:
+    """FLOPs of one step (weighted as in sbmlgpu.codegen.cost; an FMA is two). The
+    vector arithmetic is counted from the formulas in kernels/*.cuh."""
+    if method == "rk4":
+        # 3 stage arguments (x + c h k: 2 flops per state), the update (7 per state)
+        return 4 * rhs + 13 * nx
+    if method == "dopri5":
+        # 5 stage arguments with 1..5 terms (2 flops per term), the solution (10), the
+        # error estimate and its norm (~17)
+        return 6 * rhs + (2 + 4 + 6 + 8 + 10 + 10 + 17) * nx
+    jac = 0.0
+    if jac_mode == "analytic" and model.jacobian is not None:
+        jac = count_many([e for e in model.jacobian if e != 0]).flops()
+    else:
+        jac = nx * (rhs + 2 * nx)
+    if plan is not None:
+        factor, solve = plan.flops()
+        lu = factor + 6 * solve
+    else:
+        lu = 2.0 / 3.0 * nx**3 + 6 * 2.0 * nx**2  # factorisation + 6 solves
+    return jac + lu + 6 * rhs + 70 * nx

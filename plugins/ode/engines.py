@@ -1,0 +1,198 @@
+"""Where a batch of members runs: the GPU (PyCUDA runtime) or the host (native library).
+
+Both take the same inputs (a column-major parameter table of the batch, the output
+times, the launch settings) and give the same `BatchOutput`: per-member status and
+step counts, and either the time courses (times, outputs, members) or, for
+`--summary`, the batch's statistics (summary.BatchStats), computed where the data
+are (on the GPU by kernels/summary.cu) so that time courses never cross the bus.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+from sbmlgpu.codegen.templates import render
+
+from .codegen import PACKAGE, KernelSource
+from .summary import BatchStats, host_batch_stats
+
+STATUS_BYTES = 1
+STEPS_BYTES = 4
+MEMBER_ID_BYTES = 8
+HISTOGRAM_BLOCK_ITEMS = 8192  # members per block of the histogram kernel
+
+
+@dataclass
+class BatchOutput:
+    status: np.ndarray  # (b,) int8, sbmlgpu.results.Status codes
+    steps: np.ndarray  # (b,) int32, attempted steps
+    out: np.ndarray | None  # (times, outputs, b), or None with stats
+    stats: BatchStats | None = None
+    kernel_ms: float = 0.0
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    rtol: float
+    atol: float
+    h0: float
+    max_step: float
+    dt: float
+    max_steps: int
+    seed: int
+    block_size: int
+    bins: int
+
+    def as_dict(self) -> dict:
+        return {"rtol": self.rtol, "atol": self.atol, "h0": self.h0,
+                "max_step": self.max_step, "dt": self.dt, "max_steps": self.max_steps,
+                "seed": self.seed}
+
+
+def bytes_per_member(n_params: int, n_times: int, n_outputs: int, itemsize: int,
+                     bundled: bool) -> int:
+    """Device memory one member needs: its table column, its outputs, status, steps
+    (and its original index when bundled)."""
+    return ((n_params + n_times * n_outputs) * itemsize + STATUS_BYTES + STEPS_BYTES
+            + (MEMBER_ID_BYTES if bundled else 0))
+
+
+class GpuEngine:
+    """Compiles the kernel once per device; runs batches there."""
+
+    name = "gpu"
+
+    def __init__(self, source: KernelSource, fast_math: bool):
+        self.source = source
+        self.dtype = np.float64 if source.precision == "double" else np.float32
+        self.real = self.dtype
+        self.options = ("--use_fast_math",) if fast_math else ()
+        self._kernels: dict[int, object] = {}
+        self._summary: dict[int, object] = {}
+        self._lock = threading.Lock()
+
+    def kernel(self, device):
+        with self._lock:
+            if device.index not in self._kernels:
+                module = device.compile(self.source.text, options=self.options,
+                                        name=self.source.name)
+                self._kernels[device.index] = module.function(self.source.kernel)
+            return self._kernels[device.index]
+
+    def summary_kernels(self, device):
+        with self._lock:
+            if device.index not in self._summary:
+                text = render(PACKAGE, "summary.cu", precision=self.source.precision)
+                module = device.compile(text, name=f"ode_summary_{self.source.precision}.cu")
+                self._summary[device.index] = (module.function("sbmlgpu_ode_moments"),
+                                               module.function("sbmlgpu_ode_histogram"))
+            return self._summary[device.index]
+
+    def run(self, device, table: np.ndarray, times: np.ndarray, n_outputs: int,
+            config: LaunchConfig, members: np.ndarray | None = None, first_member: int = 0,
+            ranges: np.ndarray | None = None, profiler=None) -> BatchOutput:
+        kernel = self.kernel(device)
+        b = int(table.shape[1])
+        real = self.real
+        size = np.dtype(real).itemsize
+        buffers = []
+
+        def keep(buffer):
+            buffers.append(buffer)
+            return buffer
+
+        try:
+            table_buf = keep(device.to_device(np.ascontiguousarray(table, dtype=real))
+                             if table.size else device.alloc(size))
+            times_buf = keep(device.to_device(np.asarray(times, dtype=real)))
+            out_buf = keep(device.alloc(len(times) * n_outputs * b * size))
+            status_buf = keep(device.alloc(b * STATUS_BYTES))
+            steps_buf = keep(device.alloc(b * STEPS_BYTES))
+            members_arg = (keep(device.to_device(np.asarray(members, dtype=np.uint64)))
+                           if members is not None else np.uintp(0))
+            block = config.block_size
+            grid = (b + block - 1) // block
+            args = [np.int64(b), table_buf, times_buf, np.int32(len(times)), out_buf,
+                    status_buf, steps_buf, real(config.rtol), real(config.atol),
+                    real(config.h0), real(config.max_step), real(config.dt),
+                    np.int64(config.max_steps), np.uint64(config.seed & (2**64 - 1)),
+                    members_arg, np.uint64(first_member)]
+            start = profiler.clock() if profiler is not None else None
+            timing = kernel.launch((grid,), (block,), args)
+            status = device.from_device(status_buf, (b,), np.int8)
+            steps = device.from_device(steps_buf, (b,), np.int32)
+            if profiler is not None:
+                total_steps = float(steps.astype(np.int64).sum())
+                flops = (total_steps * self.source.flops_per_step
+                         + b * len(times) * self.source.flops_per_output)
+                moved = table.size * size + b * len(times) * n_outputs * size + b * 5
+                profiler.record_launch(kernel, timing, device, flops=flops, bytes=moved,
+                                       precision=self.source.precision, start_s=start,
+                                       members=b, steps=total_steps,
+                                       method=self.source.method)
+            if ranges is None:
+                out = device.from_device(out_buf, (len(times), n_outputs, b), real)
+                return BatchOutput(status, steps, out, None, timing.ms)
+            stats = self._reduce(device, out_buf, status_buf, b, len(times) * n_outputs,
+                                 ranges, config.bins, keep, profiler)
+            return BatchOutput(status, steps, None, stats, timing.ms)
+        finally:
+            for buffer in buffers:
+                buffer.free()
+
+    def _reduce(self, device, out_buf, status_buf, b, cols, ranges, bins, keep, profiler):
+        if cols == 0 or b == 0:
+            zeros = np.zeros(cols)
+            return BatchStats(zeros, zeros.copy(), zeros.copy(), zeros.copy(),
+                              np.full(cols, np.inf), np.full(cols, -np.inf),
+                              np.zeros((cols, bins), np.int64))
+        moments, histogram = self.summary_kernels(device)
+        size = np.dtype(self.real).itemsize
+        stats_buf = keep(device.alloc(cols * 6 * 8))
+        timing = moments.launch((cols,), (256,), [np.int64(b), np.int32(cols), out_buf,
+                                                  status_buf, stats_buf])
+        if profiler is not None:
+            profiler.record_launch(moments, timing, device, flops=4.0 * b * cols,
+                                   bytes=2.0 * b * cols * size + 2 * b, precision="double")
+        ranges_buf = keep(device.to_device(np.ascontiguousarray(ranges, dtype=np.float64)))
+        hist_buf = keep(device.to_device(np.zeros(cols * bins, dtype=np.uint32)))
+        per_block = max(HISTOGRAM_BLOCK_ITEMS, -(-b // 65535))  # gridDim.y <= 65535
+        chunks = (b + per_block - 1) // per_block
+        timing = histogram.launch((cols, chunks), (256,),
+                                  [np.int64(b), np.int32(cols), out_buf, status_buf, ranges_buf,
+                                   np.int32(bins), np.int64(per_block), hist_buf],
+                                  shared_bytes=4 * bins)
+        if profiler is not None:
+            profiler.record_launch(histogram, timing, device, flops=5.0 * b * cols,
+                                   bytes=1.0 * b * cols * size + b, precision="double")
+        stats = device.from_device(stats_buf, (cols, 6), np.float64)
+        hist = device.from_device(hist_buf, (cols, bins), np.uint32)
+        return BatchStats.from_device(stats, hist)
+
+
+class HostEngine:
+    """The same kernel compiled for the host (native.py), OpenMP over members."""
+
+    name = "native"
+
+    def __init__(self, source: KernelSource):
+        from .native import host_kernel
+
+        self.source = source
+        self.kernel = host_kernel(source)
+        self.dtype = self.kernel.dtype
+
+    def run(self, device, table: np.ndarray, times: np.ndarray, n_outputs: int,
+            config: LaunchConfig, members: np.ndarray | None = None, first_member: int = 0,
+            ranges: np.ndarray | None = None, profiler=None) -> BatchOutput:
+        settings = config.as_dict()
+        settings["n"] = table.shape[1]
+        out, status, steps = self.kernel.run(table, times, n_outputs, settings, members,
+                                             first_member)
+        if ranges is None:
+            return BatchOutput(status, steps, out)
+        return BatchOutput(status, steps, None,
+                           host_batch_stats(out, status == 0, ranges, config.bins))

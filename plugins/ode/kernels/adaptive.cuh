@@ -1,0 +1,40 @@
+{#
+  adaptive.cuh -- what the adaptive methods share: the starting step of Hairer's
+  codes (HINIT in dopri5.f and rodas.f; Hairer, Norsett, Wanner: Solving ODEs I,
+  sec. II.4, "Starting Step Size"), from the sizes of x0, f(x0) and an estimate of
+  the second derivative, in the norm the error control uses.
+#}
+SBMLGPU_HD real_t ode_initial_step(const real_t* x, const real_t* f, real_t t,
+                                   const real_t* p, const ode_config* cfg, real_t t_end,
+                                   int order)
+{
+    real_t dnf = ODE_R(0), dny = ODE_R(0);
+{{ unroll }}
+    for (int i = 0; i < ODE_NX; ++i) {
+        const real_t sk = cfg->atol + cfg->rtol * ODE_ABS(x[i]);
+        dnf += (f[i] / sk) * (f[i] / sk);
+        dny += (x[i] / sk) * (x[i] / sk);
+    }
+    const real_t span = ODE_ABS(t_end - t);
+    const real_t hmax = cfg->max_step > ODE_R(0) ? ODE_MIN(cfg->max_step, span) : span;
+    real_t h = (dnf <= ODE_R(1e-10) || dny <= ODE_R(1e-10)) ? ODE_R(1e-6)
+                                                          : ODE_SQRT(dny / dnf) * ODE_R(0.01);
+    h = ODE_MIN(h, hmax);
+    real_t y1[ODE_NX], f1[ODE_NX];
+{{ unroll }}
+    for (int i = 0; i < ODE_NX; ++i) y1[i] = x[i] + h * f[i];
+    model_rhs(t + h, y1, p, f1);
+    real_t der2 = ODE_R(0);
+{{ unroll }}
+    for (int i = 0; i < ODE_NX; ++i) {
+        const real_t sk = cfg->atol + cfg->rtol * ODE_ABS(x[i]);
+        der2 += ((f1[i] - f[i]) / sk) * ((f1[i] - f[i]) / sk);
+    }
+    der2 = ODE_SQRT(der2) / h;
+    const real_t der12 = ODE_MAX(ODE_ABS(der2), ODE_SQRT(dnf));
+    const real_t h1 = der12 <= ODE_R(1e-15) ? ODE_MAX(ODE_R(1e-6), h * ODE_R(1e-3))
+                                            : ODE_POW(ODE_R(0.01) / der12, ODE_R(1) / ODE_R(order));
+    h = ODE_MIN(ODE_MIN(ODE_R(100) * h, h1), hmax);
+    /* a NaN here (f not finite at x0) becomes a tiny step; the step then reports it */
+    return ode_finite(h) && h > ODE_R(0) ? h : ODE_R(1e-6) * (span > ODE_R(0) ? span : ODE_R(1));
+}

@@ -1,0 +1,291 @@
+{#
+  driver.cuh -- one trajectory from times[0] to times[n_times - 1]: steps, outputs,
+  watched atoms and events, status.
+
+  Output k is written to out[k * ODE_NOUT * stride] ... (the caller passes out + i
+  and stride = members in the launch, so the layout is out[(k*nout + j)*N + i]:
+  neighbouring threads write neighbouring addresses).
+
+  Adaptive methods never step onto an output time: outputs inside a step come from
+  the method's continuous extension (the end time is the integration's end, so the
+  last step ends there). rk4 splits each output interval into equal steps.
+
+  Atoms are checked at the end of every accepted step; where one changed sign, the
+  crossing is located by bisection on the continuous extension to the last
+  representable time, the state there is taken from the extension (so the root
+  finder and the state agree), the events' instant runs, and the method restarts
+  from there. With atoms, adaptive steps are at most 1/max(n_times - 1, 50) of the
+  time span (as in the CPU reference), so that a trigger that turns on and off
+  within one step is still seen.
+#}
+{# a few atoms: loops over them unrolled (registers); many: loops #}
+{% set UNROLL_ATOMS = "#pragma unroll" if natoms <= 8 else "" %}
+/* ---- the driver ---------------------------------------------------------------------- */
+#define ODE_NOUT_REAL {{ nout }}
+
+{{ "SBMLGPU_HD" if unroll_outputs else "__host__ __device__ ODE_NOINLINE" }} void ode_write(real_t t, const real_t* x, const real_t* p, real_t* out,
+                          long long stride, int k)
+{
+    real_t y[ODE_NOUT];
+    model_outputs(t, x, p, y);
+{{ unroll_outputs }}
+    for (int j = 0; j < ODE_NOUT_REAL; ++j) out[((long long)k * ODE_NOUT_REAL + j) * stride] = y[j];
+}
+
+SBMLGPU_HD void ode_write_nan(real_t* out, long long stride, int k)
+{
+{{ unroll_outputs }}
+    for (int j = 0; j < ODE_NOUT_REAL; ++j) out[((long long)k * ODE_NOUT_REAL + j) * stride] = (real_t)NAN;
+}
+
+SBMLGPU_HD bool ode_all_finite(const real_t* x)
+{
+    bool ok = true;
+{{ unroll }}
+    for (int i = 0; i < ODE_NX; ++i) ok = ok && ode_finite(x[i]);
+    return ok;
+}
+
+{% if method == "rk4" and not watch %}
+/* rk4 without atoms: the tight loop (as a hand-written kernel would be). NaN and inf
+   propagate, so a non-finite state is checked once per output interval. */
+SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int n_times,
+                         real_t* __restrict__ out, long long stride, const ode_config cfg,
+                         int* steps_taken, unsigned long long member)
+{
+    (void)member;
+    ode_stepper S;
+    real_t t = times[0];
+    model_x0(t, p, S.x);
+    int status = ode_all_finite(S.x) ? ODE_OK : ODE_NON_FINITE;
+    long long steps = 0;
+    int k = 0;
+    while (k < n_times && times[k] <= t) { ode_write(t, S.x, p, out, stride, k); ++k; }
+    if (status == ODE_OK && k < n_times) ode_start(&S, t, p, &cfg, times[n_times - 1]);
+    for (; status == ODE_OK && k < n_times; ++k) {
+        const real_t T = times[k];
+        if (T > t) {
+            const real_t span = T - t;
+            real_t count = ODE_CEIL(span / cfg.dt * (ODE_R(1) - ODE_R(16) * ODE_UROUND));
+            const int n = count < ODE_R(1) ? 1 : (int)count;
+            if (!(count < ODE_R(2147483647)) || steps + n > cfg.max_steps) {
+                status = ODE_MAX_STEPS;
+                break;
+            }
+            const real_t h = span / (real_t)n;
+            const real_t t_start = t;
+            for (int m = 0; m < n; ++m) {
+                ode_step(&S, t_start + (real_t)m * h, h, p, &cfg, false);
+                ode_accept(&S);
+            }
+            t = T;
+            steps += n;
+            if (!ode_all_finite(S.x)) { status = ODE_NON_FINITE; break; }
+        }
+        ode_write(t, S.x, p, out, stride, k);
+    }
+    for (; k < n_times; ++k) ode_write_nan(out, stride, k);
+    *steps_taken = steps > 2147483647LL ? 2147483647 : (int)steps;
+    return status;
+}
+{% else %}
+SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int n_times,
+                         real_t* __restrict__ out, long long stride, const ode_config cfg,
+                         int* steps_taken, unsigned long long member)
+{
+    (void)member;
+    ode_stepper S;
+    real_t t = times[0];
+    const real_t t_end = times[n_times - 1];
+    model_x0(t, p, S.x);
+    int status = ode_all_finite(S.x) ? ODE_OK : ODE_NON_FINITE;
+    long long steps = 0;
+    int k = 0;
+#if ODE_WATCH
+    ode_watch W;
+{{ UNROLL_ATOMS }}
+    for (int a = 0; a < ODE_NATOMS; ++a) {
+        W.forced[a] = ODE_NO_OVERRIDE; W.g_at[a] = ODE_R(0); W.crossed[a] = false;
+    }
+#if ODE_EVENTS
+    ode_events E;
+    ode_events_init(&E, &cfg, member);
+    if (status == ODE_OK) status = ode_instant(&E, &W, t, S.x, p);  /* triggers at t0 */
+    if (status == ODE_OK && !ode_all_finite(S.x)) status = ODE_NON_FINITE;
+    real_t t_due = ode_next_due(&E);  /* the next delayed execution (INFINITY: none) */
+#endif
+    ode_watch_signs(&W, t, S.x, p, W.s);
+#endif
+    if (status == ODE_OK) {
+        while (k < n_times && times[k] <= t) { ode_write(t, S.x, p, out, stride, k); ++k; }
+        if (k < n_times) ode_start(&S, t, p, &cfg, t_end);
+    }
+#if ODE_ADAPTIVE
+    real_t hmax = t_end - t;
+    if (cfg.max_step > ODE_R(0)) hmax = ODE_MIN(hmax, cfg.max_step);
+#if ODE_HAS_ATOMS
+    hmax = ODE_MIN(hmax, (t_end - t) / (real_t)(n_times - 1 > 50 ? n_times - 1 : 50));
+#endif
+#else
+    int grid_n = 0, grid_m = 0;
+    real_t grid_h = ODE_R(0), grid_start = t, grid_end = t;
+#endif
+    while (status == ODE_OK && k < n_times) {
+        real_t t_new, h;
+#if ODE_ADAPTIVE
+        h = ODE_MIN(S.h, hmax);
+        real_t t_stop = t_end;
+#if ODE_DELAYED
+        if (t_due < t_stop) t_stop = t_due;  /* stop exactly where a delayed event is due */
+#endif
+        t_new = (t + ODE_R(1.01) * h >= t_stop) ? t_stop : t + h;
+        h = t_new - t;
+        if (!(ODE_R(0.1) * h > ODE_ABS(t) * ODE_UROUND)) { status = ODE_STEP_UNDERFLOW; break; }
+#else
+        if (grid_m == grid_n) {  /* a new interval: from t to the next output time */
+            grid_end = times[k];
+#if ODE_DELAYED
+            if (t_due < grid_end) grid_end = t_due;  /* ... or to a delayed event */
+#endif
+            const real_t span = grid_end - t;
+            real_t count = ODE_CEIL(span / cfg.dt * (ODE_R(1) - ODE_R(16) * ODE_UROUND));
+            if (!(count < ODE_R(2147483647))) { status = ODE_MAX_STEPS; break; }
+            grid_n = count < ODE_R(1) ? 1 : (int)count;
+            grid_h = span / (real_t)grid_n;
+            grid_start = t;
+            grid_m = 0;
+        }
+        ++grid_m;
+        t_new = grid_m == grid_n ? grid_end : grid_start + (real_t)grid_m * grid_h;
+        h = t_new - t;
+#endif
+        if (steps >= cfg.max_steps) { status = ODE_MAX_STEPS; break; }
+        ++steps;
+        if (ode_step(&S, t, h, p, &cfg, false) != 1) {
+            if (!(ODE_R(0.1) * S.h > ODE_ABS(t) * ODE_UROUND)) {
+                status = S.nonfinite ? ODE_NON_FINITE : ODE_STEP_UNDERFLOW;
+                break;
+            }
+            continue;
+        }
+#if ODE_HAS_ATOMS
+        {
+            real_t g[ODE_NATOMS];
+            signed char s_new[ODE_NATOMS];
+            bool crossed = false;
+            model_atoms(t_new, S.xn, p, g);
+{{ UNROLL_ATOMS }}
+            for (int a = 0; a < ODE_NATOMS; ++a) {
+                s_new[a] = ode_watch_sign(&W, a, g[a]);
+                crossed = crossed || s_new[a] != W.s[a];
+            }
+            if (crossed) {
+                /* the earliest crossing, by bisection on the continuous extension */
+                real_t root[ODE_NATOMS];
+                real_t tau = t_new;
+                real_t y[ODE_NX], gy[ODE_NATOMS];
+{{ UNROLL_ATOMS }}
+                for (int a = 0; a < ODE_NATOMS; ++a) {
+                    root[a] = t_new;
+                    if (s_new[a] == W.s[a]) continue;
+                    real_t lo = t, hi = t_new;
+                    for (int it = 0; it < 2100; ++it) {
+                        const real_t mid = lo + ODE_R(0.5) * (hi - lo);
+                        if (!(mid > lo && mid < hi)) break;
+                        ode_dense(&S, (mid - t) / h, h, y);
+                        model_atoms(mid, y, p, gy);
+                        if (ode_sign_class(gy[a]) == W.s[a]) lo = mid; else hi = mid;
+                    }
+                    root[a] = hi;
+                    if (hi < tau) tau = hi;
+                }
+                /* outputs before the crossing, from the extension */
+                while (k < n_times && times[k] < tau) {
+                    ode_dense(&S, (times[k] - t) / h, h, y);
+                    ode_write(times[k], y, p, out, stride, k);
+                    ++k;
+                }
+                if (tau < t_new) ode_dense(&S, (tau - t) / h, h, y);
+                else {
+{{ unroll }}
+                    for (int i = 0; i < ODE_NX; ++i) y[i] = S.xn[i];
+                }
+{{ unroll }}
+                for (int i = 0; i < ODE_NX; ++i) S.x[i] = y[i];
+                t = tau;
+                /* atoms that crossed here are on their new side at this instant */
+                model_atoms(t, S.x, p, gy);
+{{ UNROLL_ATOMS }}
+                for (int a = 0; a < ODE_NATOMS; ++a) {
+                    W.crossed[a] = s_new[a] != W.s[a] && root[a] == tau;
+                    if (W.crossed[a]) {
+                        W.forced[a] = s_new[a];
+                        W.g_at[a] = gy[a];
+                    }
+                }
+#if ODE_EVENTS
+                status = ode_instant(&E, &W, t, S.x, p);
+{{ UNROLL_ATOMS }}
+                for (int a = 0; a < ODE_NATOMS; ++a) W.crossed[a] = false;
+                if (status != ODE_OK) break;
+#endif
+                if (!ode_all_finite(S.x)) { status = ODE_NON_FINITE; break; }
+#if ODE_DELAYED
+                t_due = ode_next_due(&E);
+#endif
+                ode_watch_signs(&W, t, S.x, p, W.s);
+                ode_restart(&S, t, p);
+                while (k < n_times && times[k] <= t) { ode_write(t, S.x, p, out, stride, k); ++k; }
+#if !ODE_ADAPTIVE
+                grid_m = grid_n;  /* a new grid from the crossing to the next output */
+#endif
+                continue;
+            }
+{{ UNROLL_ATOMS }}
+            for (int a = 0; a < ODE_NATOMS; ++a) W.s[a] = s_new[a];
+        }
+#endif
+#if ODE_DELAYED
+        const bool at_due = t_new >= t_due;  /* a delayed event executes at the step's end */
+#else
+        const bool at_due = false;
+#endif
+        /* outputs in (t, t_new]: the step's end itself, or its extension; at a due
+           event, outputs at t_new come after its instant */
+        while (k < n_times && (times[k] < t_new || (times[k] == t_new && !at_due))) {
+            if (times[k] == t_new) {
+                ode_write(t_new, S.xn, p, out, stride, k);
+            } else {
+                real_t y[ODE_NX];
+                ode_dense(&S, (times[k] - t) / h, h, y);
+                ode_write(times[k], y, p, out, stride, k);
+            }
+            ++k;
+        }
+        t = t_new;
+        ode_accept(&S);
+#if !ODE_ADAPTIVE
+        if (grid_m == grid_n && !ode_all_finite(S.x)) { status = ODE_NON_FINITE; break; }
+#endif
+#if ODE_DELAYED
+        if (at_due) {
+            status = ode_instant(&E, &W, t, S.x, p);
+            if (status != ODE_OK) break;
+            if (!ode_all_finite(S.x)) { status = ODE_NON_FINITE; break; }
+            t_due = ode_next_due(&E);
+            ode_watch_signs(&W, t, S.x, p, W.s);
+            ode_restart(&S, t, p);
+            while (k < n_times && times[k] <= t) { ode_write(t, S.x, p, out, stride, k); ++k; }
+#if !ODE_ADAPTIVE
+            grid_m = grid_n;
+#endif
+        }
+#else
+        (void)at_due;
+#endif
+    }
+    for (; k < n_times; ++k) ode_write_nan(out, stride, k);
+    *steps_taken = steps > 2147483647LL ? 2147483647 : (int)steps;
+    return status;
+}
+{% endif %}

@@ -1,0 +1,401 @@
+{#
+  rodas4.cuh -- RODAS, the stiffly accurate, L-stable Rosenbrock method of order
+  4(3) with six stages of Hairer and Wanner (Solving ODEs II, 2nd ed., sec. IV.7,
+  Table 7.2; the coefficients and the dense output of order 3 are those of rodas.f,
+  METH = 1, as also printed in Numerical Recipes 3rd ed., sec. 17.5.1), with the
+  step-size controller of Gustafsson (predictive, as in rodas.f / StepperRoss).
+
+  Each attempt solves six linear systems with the matrix M = I/(gamma h) - J, J the
+  analytic Jacobian df/dx (or forward differences, context `fd_jacobian`), after one
+  LU factorisation with partial pivoting in the thread. Small systems (context
+  `lu_static`) swap rows by selects over constant indices, so that the matrix stays
+  in registers; larger ones index rows at run time (local memory).
+#}
+{# small systems: every loop unrolled (registers); large ones: loops (compile time and
+   code size grow with the square of the size otherwise) #}
+{% set UNROLL = "#pragma unroll" if lu_static else "" %}
+/* ---- RODAS4, adaptive, stiff ------------------------------------------------------ */
+#define ODE_ADAPTIVE 1
+#define ODE_METHOD_STAGES 6
+#define ODE_ORDER 4
+
+typedef struct {
+    real_t x[ODE_NX], f[ODE_NX];    /* state and f at t */
+    real_t xn[ODE_NX], fn[ODE_NX];  /* at t + h after an accepted step */
+    real_t c3[ODE_NX], c4[ODE_NX];  /* dense-output coefficients of the last step */
+    real_t h, hold, errold;
+    bool first, reject, nonfinite;
+} ode_stepper;
+
+#define RO_GAMMA ODE_R(0.25)
+#define RO_C2 ODE_R(0.386)
+#define RO_C3 ODE_R(0.21)
+#define RO_C4 ODE_R(0.63)
+#define RO_D1 ODE_R(0.25)
+#define RO_D2 ODE_R(-0.1043)
+#define RO_D3 ODE_R(0.1035)
+#define RO_D4 ODE_R(-0.3620000000000023e-01)
+#define RO_A21 ODE_R(1.544)
+#define RO_A31 ODE_R(0.9466785280815826)
+#define RO_A32 ODE_R(0.2557011698983284)
+#define RO_A41 ODE_R(3.314825187068521)
+#define RO_A42 ODE_R(2.896124015972201)
+#define RO_A43 ODE_R(0.9986419139977817)
+#define RO_A51 ODE_R(1.221224509226641)
+#define RO_A52 ODE_R(6.019134481288629)
+#define RO_A53 ODE_R(12.53708332932087)
+#define RO_A54 ODE_R(-0.6878860361058950)
+#define RO_C21 ODE_R(-5.6688)
+#define RO_C31 ODE_R(-2.430093356833875)
+#define RO_C32 ODE_R(-0.2063599157091915)
+#define RO_C41 ODE_R(-0.1073529058151375)
+#define RO_C42 ODE_R(-9.594562251023355)
+#define RO_C43 ODE_R(-20.47028614809616)
+#define RO_C51 ODE_R(7.496443313967647)
+#define RO_C52 ODE_R(-10.24680431464352)
+#define RO_C53 ODE_R(-33.99990352819905)
+#define RO_C54 ODE_R(11.70890893206160)
+#define RO_C61 ODE_R(8.083246795921522)
+#define RO_C62 ODE_R(-7.981132988064893)
+#define RO_C63 ODE_R(-31.52159432874371)
+#define RO_C64 ODE_R(16.31930543123136)
+#define RO_C65 ODE_R(-6.058818238834054)
+#define RO_D21 ODE_R(10.12623508344586)
+#define RO_D22 ODE_R(-7.487995877610167)
+#define RO_D23 ODE_R(-34.80091861555747)
+#define RO_D24 ODE_R(-7.992771707568823)
+#define RO_D25 ODE_R(1.025137723295662)
+#define RO_D31 ODE_R(-0.6762803392801253)
+#define RO_D32 ODE_R(6.087714651680015)
+#define RO_D33 ODE_R(16.43084320892478)
+#define RO_D34 ODE_R(24.76722511418386)
+#define RO_D35 ODE_R(-6.594389125716872)
+#define RO_SAFE ODE_R(0.9)
+#define RO_FAC1 ODE_R(5.0)        /* at most 5x smaller ... */
+#define RO_FAC2 ODE_R(1.0 / 6.0)  /* ... or 6x larger per step */
+
+{% include "sbmlgpu.plugins.ode:adaptive.cuh" %}
+
+/* ---- dense LU with partial pivoting (row-major ODE_NX x ODE_NX, in place) --------- */
+{% if lu_static %}
+/* Rows are swapped by a select over every candidate row, so that every index is a
+   compile-time constant once the loops are unrolled: the matrix stays in registers. */
+SBMLGPU_HD bool ode_lu(real_t* A, int* piv)
+{
+{{ UNROLL }}
+    for (int k = 0; k < ODE_NX; ++k) {
+        int pk = k;
+        real_t big = ODE_ABS(A[k * ODE_NX + k]);
+{{ UNROLL }}
+        for (int r = k + 1; r < ODE_NX; ++r) {
+            const real_t v = ODE_ABS(A[r * ODE_NX + k]);
+            if (v > big) { big = v; pk = r; }
+        }
+        piv[k] = pk;
+        if (!(big > ODE_R(0))) return false;
+{{ UNROLL }}
+        for (int r = k + 1; r < ODE_NX; ++r) {
+            if (r == pk) {
+{{ UNROLL }}
+                for (int c = 0; c < ODE_NX; ++c) {
+                    const real_t tmp = A[k * ODE_NX + c];
+                    A[k * ODE_NX + c] = A[r * ODE_NX + c];
+                    A[r * ODE_NX + c] = tmp;
+                }
+            }
+        }
+        const real_t inv = ODE_R(1) / A[k * ODE_NX + k];
+{{ UNROLL }}
+        for (int r = k + 1; r < ODE_NX; ++r) {
+            const real_t l = A[r * ODE_NX + k] * inv;
+            A[r * ODE_NX + k] = l;
+{{ UNROLL }}
+            for (int c = k + 1; c < ODE_NX; ++c) A[r * ODE_NX + c] -= l * A[k * ODE_NX + c];
+        }
+    }
+    return true;
+}
+
+SBMLGPU_HD void ode_lu_solve(const real_t* A, const int* piv, real_t* b)
+{
+{{ UNROLL }}
+    for (int k = 0; k < ODE_NX; ++k) {
+{{ UNROLL }}
+        for (int r = k + 1; r < ODE_NX; ++r) {
+            if (piv[k] == r) { const real_t tmp = b[k]; b[k] = b[r]; b[r] = tmp; }
+        }
+    }
+{% else %}
+SBMLGPU_HD bool ode_lu(real_t* A, int* piv)
+{
+    for (int k = 0; k < ODE_NX; ++k) {
+        int pk = k;
+        real_t big = ODE_ABS(A[k * ODE_NX + k]);
+        for (int r = k + 1; r < ODE_NX; ++r) {
+            const real_t v = ODE_ABS(A[r * ODE_NX + k]);
+            if (v > big) { big = v; pk = r; }
+        }
+        piv[k] = pk;
+        if (!(big > ODE_R(0))) return false;
+        if (pk != k) {
+            for (int c = 0; c < ODE_NX; ++c) {
+                const real_t tmp = A[k * ODE_NX + c];
+                A[k * ODE_NX + c] = A[pk * ODE_NX + c];
+                A[pk * ODE_NX + c] = tmp;
+            }
+        }
+        const real_t inv = ODE_R(1) / A[k * ODE_NX + k];
+        for (int r = k + 1; r < ODE_NX; ++r) {
+            const real_t l = A[r * ODE_NX + k] * inv;
+            A[r * ODE_NX + k] = l;
+            if (l != ODE_R(0)) {  /* Jacobians of reaction networks are sparse */
+                for (int c = k + 1; c < ODE_NX; ++c) A[r * ODE_NX + c] -= l * A[k * ODE_NX + c];
+            }
+        }
+    }
+    return true;
+}
+
+SBMLGPU_HD void ode_lu_solve(const real_t* A, const int* piv, real_t* b)
+{
+    for (int k = 0; k < ODE_NX; ++k) {
+        if (piv[k] != k) { const real_t tmp = b[k]; b[k] = b[piv[k]]; b[piv[k]] = tmp; }
+    }
+{% endif %}
+{{ UNROLL }}
+    for (int r = 1; r < ODE_NX; ++r) {
+        real_t s = b[r];
+{{ UNROLL }}
+        for (int c = 0; c < r; ++c) s -= A[r * ODE_NX + c] * b[c];
+        b[r] = s;
+    }
+{{ UNROLL }}
+    for (int r = ODE_NX - 1; r >= 0; --r) {
+        real_t s = b[r];
+{{ UNROLL }}
+        for (int c = r + 1; c < ODE_NX; ++c) s -= A[r * ODE_NX + c] * b[c];
+        b[r] = s / A[r * ODE_NX + r];
+    }
+}
+
+{% if sparse_lu %}
+/* ---- sparse LU (plugins/ode/sparse_lu.py): straight-line code over the {{ nnz }} stored
+   entries of M (non-zeros of J, the diagonal, fill-in), pivot order fixed when the
+   kernel was generated. d[k] holds the inverse of pivot k. */
+#define ODE_LU_SIZE {{ nnz }}
+#define ODE_PIVOT_T real_t
+
+ODE_MODEL_FN bool ode_factor(real_t t, const real_t* __restrict__ x,
+                             const real_t* __restrict__ f, const real_t* __restrict__ p,
+                             real_t h, real_t* __restrict__ A, real_t* __restrict__ ft,
+                             real_t* __restrict__ d)
+{
+    (void)f;
+    model_m_sparse(t, x, p, A, ft);  /* A = -J on the stored entries, zero on fill-in */
+    const real_t diag = ODE_R(1) / (RO_GAMMA * h);
+{% for e in diag_entries %}
+    A[{{ e }}] += diag;
+{% endfor %}
+    bool ok = true;
+{{ lu_code }}
+    return ok;
+}
+
+ODE_MODEL_FN void ode_solve_lin(const real_t* __restrict__ A, const real_t* __restrict__ d,
+                                real_t* __restrict__ b)
+{
+{{ solve_code }}
+}
+{% else %}
+#define ODE_LU_SIZE (ODE_NX * ODE_NX)
+#define ODE_PIVOT_T int
+
+/* J = df/dx and ft = df/dt at (t, x) into A and ft. */
+SBMLGPU_HD void ode_jacobian(real_t t, const real_t* x, const real_t* f, const real_t* p,
+                             real_t* A, real_t* ft)
+{
+{% if fd_jacobian %}
+    /* forward differences, increments sqrt(uround) * max(|x_j|, 1e-5) (as in rodas.f's
+       numerical Jacobian) */
+    real_t y[ODE_NX], fy[ODE_NX];
+{{ UNROLL }}
+    for (int i = 0; i < ODE_NX; ++i) y[i] = x[i];
+    const real_t root_u = ODE_SQRT(ODE_UROUND);
+    for (int j = 0; j < ODE_NX; ++j) {
+        const real_t delta = root_u * ODE_MAX(ODE_R(1e-5), ODE_ABS(x[j]));
+        const real_t saved = y[j];
+        y[j] = saved + delta;
+        model_rhs(t, y, p, fy);
+        y[j] = saved;
+        const real_t inv = ODE_R(1) / ((saved + delta) - saved);
+        for (int i = 0; i < ODE_NX; ++i) A[i * ODE_NX + j] = (fy[i] - f[i]) * inv;
+    }
+#if ODE_RHS_HAS_TIME
+    {
+        const real_t delta = root_u * ODE_MAX(ODE_R(1e-5), ODE_ABS(t));
+        model_rhs(t + delta, x, p, fy);
+        const real_t inv = ODE_R(1) / ((t + delta) - t);
+        for (int i = 0; i < ODE_NX; ++i) ft[i] = (fy[i] - f[i]) * inv;
+    }
+#else
+    for (int i = 0; i < ODE_NX; ++i) ft[i] = ODE_R(0);
+#endif
+{% else %}
+    (void)f;
+    model_jacobian(t, x, p, A, ft);
+{% endif %}
+}
+
+/* M = I/(gamma h) - J at (t, x), factorised; false if singular (or NaN) */
+SBMLGPU_HD bool ode_factor(real_t t, const real_t* x, const real_t* f, const real_t* p,
+                           real_t h, real_t* A, real_t* ft, int* piv)
+{
+    ode_jacobian(t, x, f, p, A, ft);
+    const real_t diag = ODE_R(1) / (RO_GAMMA * h);
+{{ UNROLL }}
+    for (int k = 0; k < ODE_NX * ODE_NX; ++k) A[k] = -A[k];
+{{ UNROLL }}
+    for (int i = 0; i < ODE_NX; ++i) A[i * ODE_NX + i] += diag;
+    return ode_lu(A, piv);
+}
+
+SBMLGPU_HD void ode_solve_lin(const real_t* A, const int* piv, real_t* b)
+{
+    ode_lu_solve(A, piv, b);
+}
+{% endif %}
+
+SBMLGPU_HD void ode_restart(ode_stepper* S, real_t t, const real_t* p)
+{
+    model_rhs(t, S->x, p, S->f);
+}
+
+SBMLGPU_HD void ode_start(ode_stepper* S, real_t t, const real_t* p, const ode_config* cfg,
+                          real_t t_end)
+{
+    S->first = true;
+    S->reject = false;
+    S->nonfinite = false;
+    S->hold = ODE_R(0);
+    S->errold = ODE_R(1);
+    ode_restart(S, t, p);
+    S->h = cfg->h0 > ODE_R(0) ? cfg->h0 : ode_initial_step(S->x, S->f, t, p, cfg, t_end, ODE_ORDER);
+}
+
+SBMLGPU_HD int ode_step(ode_stepper* S, real_t t, real_t h, const real_t* p,
+                        const ode_config* cfg, bool force)
+{
+    real_t A[ODE_LU_SIZE];
+    real_t ft[ODE_NX];
+    ODE_PIVOT_T piv[ODE_NX];
+    if (!ode_factor(t, S->x, S->f, p, h, A, ft, piv)) {
+        /* singular (or NaN): a smaller step makes M diagonal-dominant */
+        S->nonfinite = !ode_finite(A[0]);
+        S->reject = true;
+        S->h = h * ODE_R(0.25);
+        return force ? -1 : 0;
+    }
+    const real_t* x = S->x;
+    const real_t inv_h = ODE_R(1) / h;
+    real_t k1[ODE_NX], k2[ODE_NX], k3[ODE_NX], k4[ODE_NX], k5[ODE_NX], y[ODE_NX], dy[ODE_NX];
+{{ UNROLL }}
+    for (int i = 0; i < ODE_NX; ++i) k1[i] = S->f[i] + h * RO_D1 * ft[i];
+    ode_solve_lin(A, piv, k1);
+{{ UNROLL }}
+    for (int i = 0; i < ODE_NX; ++i) y[i] = x[i] + RO_A21 * k1[i];
+    model_rhs(t + RO_C2 * h, y, p, dy);
+{{ UNROLL }}
+    for (int i = 0; i < ODE_NX; ++i) k2[i] = dy[i] + h * RO_D2 * ft[i] + RO_C21 * k1[i] * inv_h;
+    ode_solve_lin(A, piv, k2);
+{{ UNROLL }}
+    for (int i = 0; i < ODE_NX; ++i) y[i] = x[i] + RO_A31 * k1[i] + RO_A32 * k2[i];
+    model_rhs(t + RO_C3 * h, y, p, dy);
+{{ UNROLL }}
+    for (int i = 0; i < ODE_NX; ++i)
+        k3[i] = dy[i] + h * RO_D3 * ft[i] + (RO_C31 * k1[i] + RO_C32 * k2[i]) * inv_h;
+    ode_solve_lin(A, piv, k3);
+{{ UNROLL }}
+    for (int i = 0; i < ODE_NX; ++i) y[i] = x[i] + RO_A41 * k1[i] + RO_A42 * k2[i] + RO_A43 * k3[i];
+    model_rhs(t + RO_C4 * h, y, p, dy);
+{{ UNROLL }}
+    for (int i = 0; i < ODE_NX; ++i)
+        k4[i] = dy[i] + h * RO_D4 * ft[i]
+                + (RO_C41 * k1[i] + RO_C42 * k2[i] + RO_C43 * k3[i]) * inv_h;
+    ode_solve_lin(A, piv, k4);
+{{ UNROLL }}
+    for (int i = 0; i < ODE_NX; ++i)
+        y[i] = x[i] + RO_A51 * k1[i] + RO_A52 * k2[i] + RO_A53 * k3[i] + RO_A54 * k4[i];
+    model_rhs(t + h, y, p, dy);
+{{ UNROLL }}
+    for (int i = 0; i < ODE_NX; ++i)
+        k5[i] = dy[i] + (RO_C51 * k1[i] + RO_C52 * k2[i] + RO_C53 * k3[i] + RO_C54 * k4[i]) * inv_h;
+    ode_solve_lin(A, piv, k5);
+{{ UNROLL }}
+    for (int i = 0; i < ODE_NX; ++i) y[i] += k5[i];  /* the embedded solution */
+    model_rhs(t + h, y, p, dy);
+    real_t* k6 = dy;  /* becomes the error estimate */
+{{ UNROLL }}
+    for (int i = 0; i < ODE_NX; ++i)
+        k6[i] = dy[i] + (RO_C61 * k1[i] + RO_C62 * k2[i] + RO_C63 * k3[i] + RO_C64 * k4[i]
+                         + RO_C65 * k5[i]) * inv_h;
+    ode_solve_lin(A, piv, k6);
+    real_t err = ODE_R(0);
+{{ UNROLL }}
+    for (int i = 0; i < ODE_NX; ++i) {
+        S->xn[i] = y[i] + k6[i];
+        const real_t sk = cfg->atol + cfg->rtol * ODE_MAX(ODE_ABS(x[i]), ODE_ABS(S->xn[i]));
+        err += (k6[i] / sk) * (k6[i] / sk);
+    }
+    err = ODE_SQRT(err / ODE_R(ODE_NX_REAL));
+    if (!force) {
+        if (!ode_finite(err)) {
+            S->nonfinite = true;
+            S->reject = true;
+            S->h = h * ODE_R(0.1);
+            return 0;
+        }
+        S->nonfinite = false;
+        real_t fac = ODE_MAX(RO_FAC2, ODE_MIN(RO_FAC1, ODE_POW(err, ODE_R(0.25)) / RO_SAFE));
+        real_t hnew = h / fac;
+        if (err > ODE_R(1)) {
+            S->h = hnew;
+            S->reject = true;
+            return 0;
+        }
+        if (!S->first) {
+            real_t facpred = (S->hold / h) * ODE_POW(err * err / S->errold, ODE_R(0.25)) / RO_SAFE;
+            facpred = ODE_MAX(RO_FAC2, ODE_MIN(RO_FAC1, facpred));
+            fac = ODE_MAX(fac, facpred);
+            hnew = h / fac;
+        }
+        S->first = false;
+        S->hold = h;
+        S->errold = ODE_MAX(ODE_R(0.01), err);
+        if (S->reject) hnew = ODE_MIN(hnew, h);
+        S->reject = false;
+        S->h = hnew;
+    }
+{{ UNROLL }}
+    for (int i = 0; i < ODE_NX; ++i) {
+        S->c3[i] = RO_D21 * k1[i] + RO_D22 * k2[i] + RO_D23 * k3[i] + RO_D24 * k4[i] + RO_D25 * k5[i];
+        S->c4[i] = RO_D31 * k1[i] + RO_D32 * k2[i] + RO_D33 * k3[i] + RO_D34 * k4[i] + RO_D35 * k5[i];
+    }
+    model_rhs(t + h, S->xn, p, S->fn);
+    return 1;
+}
+
+SBMLGPU_HD void ode_accept(ode_stepper* S)
+{
+{{ UNROLL }}
+    for (int i = 0; i < ODE_NX; ++i) { S->x[i] = S->xn[i]; S->f[i] = S->fn[i]; }
+}
+
+/* The continuous extension of order 3 at t + theta h of the last step. */
+SBMLGPU_HD void ode_dense(const ode_stepper* S, real_t theta, real_t h, real_t* out)
+{
+    (void)h;
+    const real_t s = theta, s1 = ODE_R(1) - theta;
+{{ UNROLL }}
+    for (int i = 0; i < ODE_NX; ++i)
+        out[i] = S->x[i] * s1 + s * (S->xn[i] + s1 * (S->c3[i] + s * S->c4[i]));
+}

@@ -1,0 +1,88 @@
+"""Options of the `ode` backend (the CLI turns each into `--name-with-dashes`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sbmlgpu.backend import BackendOptions, option
+from sbmlgpu.errors import OptionError
+
+METHODS = ("auto", "rk4", "dopri5", "rodas4")
+PRECISIONS = ("double", "float")
+CPU_ENGINES = ("auto", "native", "numpy")
+JACOBIANS = ("auto", "analytic", "fd")
+
+#: tolerances used when --rtol/--atol are not given, by precision: float32 cannot
+#: resolve a relative error much below its epsilon (1.2e-7).
+DEFAULT_TOLERANCES = {"double": (1e-8, 1e-10), "float": (1e-5, 1e-7)}
+
+
+@dataclass
+class OdeOptions(BackendOptions):
+    method: str = option(
+        "auto", "integrator: rk4 (fixed step --dt), dopri5 (Dormand-Prince 5(4), adaptive, "
+                "non-stiff), rodas4 (Rosenbrock, adaptive, stiff; analytic Jacobian), auto "
+                "(rodas4 if the Jacobian at the initial state says the model is stiff over "
+                "the time span, else dopri5)", choices=METHODS)
+    dt: float = option(1e-3, "step of rk4 (each output interval is split into "
+                             "ceil(interval/dt) equal steps)", minimum=0.0)
+    rtol: float | None = option(None, "relative tolerance of dopri5/rodas4 "
+                                      "[default: 1e-8 in double, 1e-5 in float]", minimum=0.0)
+    atol: float | None = option(None, "absolute tolerance of dopri5/rodas4, in the units of "
+                                      "each state [default: 1e-10 in double, 1e-7 in float]",
+                                minimum=0.0)
+    max_steps: int = option(1_000_000, "most steps (accepted or rejected) per trajectory; "
+                                       "past it the member's status is max_steps", minimum=1)
+    h0: float = option(0.0, "first step of dopri5/rodas4 (0: chosen from the model, "
+                            "Hairer's starting-step heuristic)", minimum=0.0)
+    max_step: float = option(0.0, "largest step of dopri5/rodas4 (0: no limit; with events "
+                                  "or piecewise switches it is at most 1/50 of the time "
+                                  "span, so that a trigger that turns on and off again "
+                                  "within one step is not missed)", minimum=0.0)
+    precision: str = option("double", "floating-point precision of the kernel",
+                            choices=PRECISIONS)
+    fast_math: bool = option(False, "compile with nvcc --use_fast_math (approximate "
+                                    "division, sqrt, exp, log, flush denormals to zero); "
+                                    "only for float")
+    jacobian: str = option("auto", "Jacobian of rodas4: analytic (sympy), fd (forward "
+                                   "differences in the kernel), auto (analytic unless it "
+                                   "cannot be printed)", choices=JACOBIANS)
+    bundling: bool = option(True, "pilot run, then sort members by predicted step count "
+                                  "so each warp holds similar work (Kovac et al. 2019); "
+                                  "only for adaptive methods and ensembles larger than "
+                                  "10x the pilot")
+    pilot_size: int = option(1000, "members of the bundling pilot run", minimum=32)
+    block_size: int = option(128, "threads per block", minimum=32, maximum=1024)
+    cpu_engine: str = option(
+        "auto", "CPU path: native (the generated integrator compiled for the host with "
+                "g++ and OpenMP), numpy (vectorised over members; rk4 and dopri5 without "
+                "events), auto (native if a C++ compiler is found)", choices=CPU_ENGINES)
+    quantile_bins: int = option(4096, "histogram bins per output column for the on-GPU "
+                                      "quantiles of --summary (each block counts in shared "
+                                      "memory: 4 bytes per bin)", minimum=16,
+                                maximum=1 << 14)
+    spill_bytes: int = option(2 << 30, "full time courses larger than this are written to "
+                                       "a memory-mapped file (in $TMPDIR) instead of host "
+                                       "memory", minimum=0)
+
+    def check(self) -> None:
+        if not self.dt > 0:
+            raise OptionError("dt", f"{self.dt!r} must be positive")
+        for name in ("rtol", "atol"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise OptionError(name, f"{value!r} must be positive")
+        if self.rtol is not None and self.rtol < 1e-14:
+            raise OptionError("rtol", f"{self.rtol!r}: float64 cannot deliver less than 1e-14")
+        if self.fast_math and self.precision != "float":
+            raise OptionError("fast-math", "only with --precision float (--use_fast_math "
+                                           "changes float arithmetic only)")
+        if self.block_size % 32:
+            raise OptionError("block-size", f"{self.block_size} is not a multiple of 32 "
+                                            "(a warp)")
+
+    @property
+    def tolerances(self) -> tuple[float, float]:
+        rtol, atol = DEFAULT_TOLERANCES[self.precision]
+        return (self.rtol if self.rtol is not None else rtol,
+                self.atol if self.atol is not None else atol)

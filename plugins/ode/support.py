@@ -1,0 +1,68 @@
+"""What the `ode` backend refuses, with the ids of the elements that use it.
+
+Refused, because the kernel cannot do it correctly (yet):
+- whatever the ODE view cannot represent (algebraic rules, fast reactions, reactions
+  without rate math, event assignments to variables that are not states, ...);
+- delay(): a delay differential equation needs the trajectory's history, which a
+  thread does not keep;
+- math the CUDA printer cannot print (named by the printer).
+Everything else of SBML's time-course semantics is supported: assignment and rate
+rules, initial assignments (from each member's parameters), varying compartments,
+conversion factors, rateOf, piecewise, events with delays, priorities (ties broken
+at random as SBML says), persistence, trigger initial values, values from trigger
+time, and triggers with == and != (true at their crossing instant, as in the CPU
+reference).
+"""
+
+from __future__ import annotations
+
+import sympy as sp
+
+from sbmlgpu.codegen.printer import CodegenError, CudaPrinter
+from sbmlgpu.errors import UnsupportedModelError
+from sbmlgpu.features import math_by_element
+from sbmlgpu.ir import Delay, Network
+from sbmlgpu.views import ode as ode_view
+
+
+def unsupported(network: Network) -> list[tuple[str, tuple[str, ...]]]:
+    missing = list(ode_view.unsupported(network))
+    if missing:
+        return missing
+    try:
+        ode = ode_view.ode_system(network)
+    except UnsupportedModelError as exc:
+        return [(feature, tuple(ids)) for feature, ids in exc.features.items()]
+    out = []
+    if ode.has_delays:
+        ids = tuple(dict.fromkeys(where for where, e in math_by_element(network)
+                                  if isinstance(e, sp.Basic) and e.has(Delay)))
+        out.append(("delay() (the kernel keeps no trajectory history)", ids))
+    if not out:
+        out += _unprintable(ode)
+    return out
+
+
+def _unprintable(ode) -> list[tuple[str, tuple[str, ...]]]:
+    """Constructs the CUDA printer refuses, by element."""
+    printer = CudaPrinter({}, "double", unmapped="mangle")
+    found: dict[str, list[str]] = {}
+
+    def check(where: str, e) -> None:
+        if not isinstance(e, sp.Basic):
+            return
+        try:
+            printer.doprint(e)
+        except CodegenError as exc:
+            found.setdefault(exc.construct, []).append(where)
+
+    for sid, f in zip(ode.state_ids, ode.rhs):
+        check(sid, f)
+    for sid, e in zip(ode.state_ids, ode.x0):
+        check(sid, e)
+    for sid, e in ode.values.items():
+        check(sid, e)
+    for e in ode.events:
+        for part in (e.trigger, e.priority, *(v for _, v in e.assignments)):
+            check(e.id, part)
+    return [(construct, tuple(dict.fromkeys(ids))) for construct, ids in found.items()]

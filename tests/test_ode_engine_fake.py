@@ -1,0 +1,196 @@
+"""The GPU engine's host side without a GPU: a fake device that checks every launch's
+arguments against the generated kernel's C signature (count and types) and runs the
+ode kernel through its host build, so that argument order, buffer sizes, the output
+layout and the profiler records of the GPU path are tested in CI."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import re
+
+import numpy as np
+import pytest
+
+from sbmlgpu.runtime.base import DeviceProperties, KernelAttributes, LaunchTiming
+
+from .ode_helpers import load, needs_compiler
+
+C_TYPES = {"long long": np.int64, "int": np.int32, "unsigned long long": np.uint64,
+           "float": np.float32, "double": np.float64}
+
+
+def signatures(source: str) -> dict[str, list[str]]:
+    """{kernel name: [parameter C types]} of the extern "C" __global__ functions."""
+    out = {}
+    for m in re.finditer(r'extern "C" __global__ void(?:\s+__launch_bounds__\([^)]*\))?\s+(\w+)\(([^)]*)\)',
+                         source):
+        params = []
+        for p in m.group(2).split(","):
+            p = " ".join(p.replace("__restrict__", "").split())
+            params.append("pointer" if "*" in p else p.rsplit(" ", 1)[0].replace("const ", ""))
+        out[m.group(1)] = params
+    return out
+
+
+class FakeBuffer:
+    def __init__(self, nbytes):
+        self.nbytes = nbytes
+        self.data = np.zeros(max(nbytes, 1), dtype=np.uint8)
+
+    def free(self):
+        self.data = None
+
+
+class FakeKernel:
+    def __init__(self, module, name):
+        self.module, self.name = module, name
+        self.params = module.signatures[name]
+        self.attributes = KernelAttributes(registers=32, shared_bytes=0, local_bytes=0,
+                                           max_threads_per_block=1024)
+
+    def launch(self, grid, block, args, shared_bytes=0, stream=None):
+        assert len(args) == len(self.params), (self.name, len(args), self.params)
+        real = np.float64 if "typedef double real_t" in self.module.source else np.float32
+        for ctype, arg in zip(self.params, args):
+            if ctype == "pointer":
+                assert isinstance(arg, FakeBuffer) or (isinstance(arg, np.uintp) and arg == 0), \
+                    (self.name, ctype, type(arg))
+            elif ctype == "real_t":
+                assert type(arg) is real, (self.name, ctype, type(arg))
+            else:
+                assert type(arg) is C_TYPES[ctype], (self.name, ctype, type(arg))
+        if self.name.startswith("sbmlgpu_ode_") and self.name not in (
+                "sbmlgpu_ode_moments", "sbmlgpu_ode_histogram"):
+            self.module.host.run_raw(args)
+        return LaunchTiming(ms=1.0, grid=tuple(grid) + (1,) * (3 - len(grid)),
+                            block=tuple(block) + (1,) * (3 - len(block)))
+
+
+class FakeModule:
+    def __init__(self, source):
+        self.source = source
+        self.signatures = signatures(source)
+        self.host = None
+        if "sbmlgpu_ode_host" in source or "SBMLGPU_HOST_ENTRY" in source:
+            from sbmlgpu.plugins.ode.codegen import KernelSource
+            from sbmlgpu.plugins.ode.native import host_kernel
+
+            precision = "double" if "typedef double real_t" in source else "float"
+            self.host = _RawHost(host_kernel(KernelSource("fake.cu", source, "", "", precision,
+                                                          0.0, 0.0, 0.0, "none")))
+
+    def function(self, name):
+        assert name in self.signatures, f"no kernel {name}: {list(self.signatures)}"
+        return FakeKernel(self, name)
+
+
+class _RawHost:
+    """Calls the host build with the GPU kernel's arguments (the same order)."""
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+
+    def run_raw(self, args):
+        def ptr(a):
+            return None if not isinstance(a, FakeBuffer) else a.data.ctypes.data_as(ctypes.c_void_p)
+
+        n, table, times, n_times, out, status, steps, *rest = args
+        rtol, atol, h0, max_step, dt, max_steps, seed, members, first = rest
+        self.kernel._run(int(n), ptr(table), ptr(times), int(n_times), ptr(out), ptr(status),
+                         ptr(steps), rtol, atol, h0, max_step, dt, int(max_steps), int(seed),
+                         ptr(members), int(first))
+
+
+class FakeDevice:
+    index = 0
+    properties = DeviceProperties(
+        name="fake", compute_capability=(9, 0), sm_count=1, clock_khz=1_000_000,
+        memory_clock_khz=1_000_000, memory_bus_width_bits=64, total_memory=1 << 32,
+        shared_memory_per_block=48 << 10, shared_memory_per_block_optin=227 << 10,
+        shared_memory_per_sm=228 << 10, registers_per_block=65536, registers_per_sm=65536,
+        max_threads_per_block=1024, max_threads_per_sm=2048)
+
+    def __init__(self):
+        self.launches = 0
+
+    @contextlib.contextmanager
+    def activate(self):
+        yield self
+
+    def free_memory(self):
+        return 1 << 30
+
+    def compile(self, source, *, options=(), name="kernel"):
+        return FakeModule(source)
+
+    def alloc(self, nbytes):
+        return FakeBuffer(int(nbytes))
+
+    def to_device(self, array):
+        host = np.ascontiguousarray(array)
+        buffer = FakeBuffer(host.nbytes)
+        buffer.data[:host.nbytes] = host.view(np.uint8).reshape(-1)
+        return buffer
+
+    def from_device(self, buffer, shape, dtype):
+        count = int(np.prod(shape))
+        return buffer.data[:count * np.dtype(dtype).itemsize].view(dtype).reshape(shape).copy()
+
+    def synchronize(self):
+        pass
+
+
+@pytest.fixture(scope="module")
+def compiler():
+    needs_compiler()
+
+
+def test_signature_parser_reads_the_generated_kernel(compiler):
+    from sbmlgpu.plugins.ode.codegen import generate
+    from sbmlgpu.plugins.ode.model import KernelModel
+    from sbmlgpu.views import ode_system
+
+    net = load("lorenz")
+    src = generate(KernelModel(ode_system(net), ("rho",), ("x", "y", "z")), "rk4")
+    params = signatures(src.text)["sbmlgpu_ode_rk4"]
+    assert params[:4] == ["long long", "pointer", "pointer", "int"] and len(params) == 16
+
+
+@pytest.mark.parametrize("method,precision", [("rk4", "double"), ("dopri5", "float"),
+                                              ("rodas4", "double")])
+@pytest.mark.parametrize("summary", [False, True])
+def test_gpu_engine_path_with_a_fake_device(compiler, method, precision, summary):
+    from sbmlgpu.backend import RunRequest
+    from sbmlgpu.plugins.ode.backend import OdeBackend
+    from sbmlgpu.plugins.ode.options import OdeOptions
+    from sbmlgpu.profile import Profiler
+    from sbmlgpu.schedule import Scheduler
+
+    from .ode_helpers import run_cpu
+
+    net = load("seir_epidemic")
+    rng = np.random.default_rng(2)
+    params = {"beta": rng.uniform(0.1, 1.0, 700), "gamma": rng.uniform(0.05, 0.5, 700)}
+    times = np.linspace(0, 160, 9)
+    device = FakeDevice()
+    options = OdeOptions(method=method, precision=precision, pilot_size=64).validate()
+    program = OdeBackend().compile(net, options, device)
+    profiler = Profiler()
+    scheduler = Scheduler(devices=[device], max_batch_items=256, progress=False,
+                          profiler=profiler)
+    request = RunRequest(times=times, parameters=params, summary=summary, progress=False)
+    result = program.run(request, scheduler, profiler)
+    assert result.metadata["engine"] == "gpu"
+    assert len(scheduler.last_batches) >= 3
+    launches = [r for r in profiler.records if r.kernel == f"sbmlgpu_ode_{method}"]
+    assert launches and all(r.flops > 0 and r.bytes > 0 for r in launches)
+    if summary:  # the summary kernels are not run by the fake: only their arguments
+        assert any(r.kernel == "sbmlgpu_ode_histogram" for r in profiler.records)
+        return
+    host = run_cpu(net, method, times=times, parameters=params, precision=precision,
+                   pilot_size=64)
+    assert np.array_equal(result.status, host.status)
+    assert np.array_equal(result.data, host.data)
+    if method != "rk4":
+        assert result.metadata["bundling"] == "bundled by predicted step count"
