@@ -19,7 +19,9 @@ from .backend import Backend, BackendOptions, RunRequest
 from .ensemble import check_ids, unknown_id_error
 from .errors import OptionError
 from .ir import Network
+from .profile import Profiler
 from .results import Result
+from .schedule import Scheduler
 
 log = logging.getLogger("sbmlgpu")
 DEFAULT_POINTS = 101
@@ -116,20 +118,6 @@ def select_devices(device, backend: Backend) -> list:
     return list(runtime.get_devices([int(i) for i in indices]))
 
 
-def _optional(module: str, name: str):
-    """A class from a module another part of the project provides; None while it is
-    not there (then programs run without a scheduler or profiler)."""
-    import importlib
-
-    try:
-        found = importlib.import_module(f"sbmlgpu.{module}")
-    except ModuleNotFoundError as exc:
-        if exc.name == f"sbmlgpu.{module}":
-            return None
-        raise
-    return getattr(found, name, None)
-
-
 def keep_sources(program, directory: str | Path, backend: str) -> list[Path]:
     directory = Path(directory)
     sources = getattr(program, "sources", None) or {}
@@ -176,12 +164,14 @@ def execute(model, backend: str = "reference", *, start: float = 0.0,
                          summary=summary, progress=progress)
     devices = select_devices(device, chosen)
     program = chosen.compile(network, opts, devices[0] if devices else None)
-    files = keep_sources(program, keep_source, chosen.name) if keep_source else []
-    Scheduler, Profiler = _optional("schedule", "Scheduler"), _optional("profile", "Profiler")
-    profiler = Profiler(observers=plugin_manager.profile_observers()) if Profiler else None
-    scheduler = (Scheduler(devices=devices, progress=progress, profiler=profiler)
-                 if Scheduler else None)
-    result = program.run(request, scheduler, profiler)
+    profiler = Profiler(observers=plugin_manager.profile_observers())
+    scheduler = Scheduler(devices=devices, progress=progress, profiler=profiler)
+    try:
+        result = program.run(request, scheduler, profiler)
+    finally:
+        # after the run: backends generate kernels per run (they depend on which
+        # parameters vary and on the outputs), and a failed run's kernels help most
+        files = keep_sources(program, keep_source, chosen.name) if keep_source else []
     distribution, version = plugin_manager.provider(chosen.name)
     from . import __version__
 

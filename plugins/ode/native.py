@@ -32,7 +32,7 @@ from .codegen import KernelSource
 
 log = logging.getLogger("sbmlgpu.ode")
 COMPILE_TIMEOUT_S = 900
-_BASE_FLAGS = ("-O2", "-std=c++14", "-shared", "-fPIC", "-DSBMLGPU_HOST_ENTRY", "-w")
+_BASE_FLAGS = ("-O2", "-std=c++14", "-shared", "-fPIC", "-DSBMLGPU_HOST_ENTRY", "-w") + tuple(__import__("os").environ.get("SBMLGPU_EXTRA_CXXFLAGS", "").split())
 _lock = threading.Lock()
 _loaded: dict[str, "HostKernel"] = {}
 
