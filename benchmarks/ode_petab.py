@@ -194,7 +194,9 @@ def roadrunner_rate(sbml_text, ids, table, t_end, outputs, cores, budget):
     per = max((time.perf_counter() - t) / 5, 1e-5)
     count = int(min(len(table), max(cores, budget * cores / per)))
     chunks = [table[i::cores][: max(1, count // cores)] for i in range(cores)]
-    with mp.get_context("fork").Pool(cores, initializer=_rr_init, initargs=(sbml_text,)) as pool:
+    # spawn, not fork: a forked child inherits this process's CUDA context and dies
+    # on it ("cuCtxPushCurrent failed: initialization error")
+    with mp.get_context("spawn").Pool(cores, initializer=_rr_init, initargs=(sbml_text,)) as pool:
         started = time.perf_counter()
         parts = pool.map(_rr_simulate, [(ids, c, t_end, outputs) for c in chunks])
         wall = time.perf_counter() - started
@@ -217,8 +219,11 @@ def roadrunner_nominal(sbml_text, nominal_sets, t_end, outputs):
 
 # -- one model ---------------------------------------------------------------------------------
 def rel_error(a, b) -> float:
+    """max over outputs of max_t |a - b| / (max_t |b| + ATOL / RTOL): the solvers' own
+    mixed error weight, so that an output that is zero to within the absolute
+    tolerance (e.g. 0 against 1e-23) does not count as a disagreement of 1."""
     a, b = np.asarray(a, float), np.asarray(b, float)
-    scale = np.nanmax(np.abs(b), axis=0) + 1e-30
+    scale = np.nanmax(np.abs(b), axis=0) + ATOL / RTOL
     return float(np.nanmax(np.abs(a - b) / scale))
 
 
@@ -268,6 +273,16 @@ def run_model(folder: Path, args, device) -> dict:
     kernel_ms = sum(r.ms for r in outcome.profiler.records
                     if r.kernel.startswith("sbmlgpu_ode_")) if outcome.profiler else None
     counts = np.bincount(result.status.astype(int), minlength=5)
+    spans = outcome.profiler.spans if outcome.profiler else []
+    row["gpu_wall_breakdown_s"] = {
+        "execute": wall,
+        "program_run": result.metadata.get("wall_seconds"),
+        "batches": sum(sp.seconds for sp in spans if sp.name == "batch"),
+        "compile": sum(sp.seconds for sp in spans if sp.category == "compile"),
+        "kernels": (kernel_ms or 0.0) / 1e3,
+    }
+    if kernel_ms:
+        row["gpu_kernel_trajectories_per_s"] = args.n / (kernel_ms / 1e3)
     row.update({"n": args.n, "gpu_wall_s": wall, "gpu_kernel_ms": kernel_ms,
                 "gpu_trajectories_per_s": args.n / wall,
                 "status_counts": {"ok": int(counts[0]), "max_steps": int(counts[1]),
@@ -280,12 +295,19 @@ def run_model(folder: Path, args, device) -> dict:
                 "bundling": result.metadata.get("bundling")})
 
     sbml_text = Path(problem["sbml"]).read_text()
+    # libRoadRunner's selection "S" is an amount, "[S]" a concentration; ours are SBML
+    # values, so species that are concentrations are selected as "[S]"
+    outputs = [f"[{o}]" if o in network.species_by_id and not network.species_value_is_amount(o)
+               else o for o in outputs]
     ids = list(sets)
     table = np.column_stack([sets[k] for k in ids]) if ids else np.zeros((args.n, 0))
     rr = roadrunner_rate(sbml_text, ids, table, t_end, outputs, args.cores, args.time_budget)
     row["roadrunner"] = rr
     if rr.get("available"):
         row["speedup_vs_roadrunner"] = row["gpu_trajectories_per_s"] / rr["trajectories_per_s"]
+        if "gpu_kernel_trajectories_per_s" in row:
+            row["kernel_speedup_vs_roadrunner"] = (row["gpu_kernel_trajectories_per_s"]
+                                                   / rr["trajectories_per_s"])
         rr_nominal = roadrunner_nominal(sbml_text, nominal_sets, t_end, outputs)
         if rr_nominal is not None:
             row["nominal_vs_roadrunner"] = rel_error(nominal.result.data[0], rr_nominal)
@@ -322,7 +344,7 @@ def main(argv=None) -> int:
               "device": device.properties.name if device else "cpu", "n": args.n,
               "cores": args.cores, "rtol": RTOL, "atol": ATOL, "command": " ".join(sys.argv),
               "models": []}
-    print(f"{'model':<38}{'method':>8}{'GPU traj/s':>12}{'RR traj/s':>11}{'speedup':>9}"
+    print(f"{'model':<38}{'method':>8}{'GPU traj/s':>12}{'RR traj/s':>11}{'speedup':>9}{'kernel':>8}"
           f"{'vs RR':>10}{'vs ref':>10}  failed")
     for folder in folders:
         try:
@@ -345,6 +367,7 @@ def main(argv=None) -> int:
         print(f"{row['model']:<38}{row['method']:>8}{row['gpu_trajectories_per_s']:>12.0f}"
               f"{fmt(rr.get('trajectories_per_s', 'n/a'), '.1f'):>11}"
               f"{fmt(row.get('speedup_vs_roadrunner', 'n/a'), '.0f'):>9}"
+              f"{fmt(row.get('kernel_speedup_vs_roadrunner', 'n/a'), '.0f'):>8}"
               f"{fmt(row.get('nominal_vs_roadrunner', 'n/a'), '.1e'):>10}"
               f"{fmt(row['nominal_vs_reference'], '.1e'):>10}  {failed}", flush=True)
     print(f"wrote {out / 'ode_petab.json'}")
