@@ -9,6 +9,11 @@ backend is the same method, not an imitation of it.
 
 Libraries are cached on disk by the hash of source, flags and compiler version
 (in $SBMLGPU_CACHE_DIR/host, else ~/.cache/sbmlgpu/host), written atomically.
+
+$SBMLGPU_EXTRA_CXXFLAGS adds flags, read at every build: e.g. "-mfma
+-ffp-contract=fast" rounds like nvcc, which contracts a*b + c into FMAs by default
+(-std=c++14 alone does not contract), so GPU rounding can be checked on the host
+(tests/test_ode_fma.py).
 """
 
 from __future__ import annotations
@@ -32,9 +37,10 @@ from .codegen import KernelSource
 
 log = logging.getLogger("sbmlgpu.ode")
 COMPILE_TIMEOUT_S = 900
-_BASE_FLAGS = ("-O2", "-std=c++14", "-shared", "-fPIC", "-DSBMLGPU_HOST_ENTRY", "-w") + tuple(__import__("os").environ.get("SBMLGPU_EXTRA_CXXFLAGS", "").split())
+_BASE_FLAGS = ("-O2", "-std=c++14", "-shared", "-fPIC", "-DSBMLGPU_HOST_ENTRY", "-w")
+EXTRA_FLAGS_ENV = "SBMLGPU_EXTRA_CXXFLAGS"
 _lock = threading.Lock()
-_loaded: dict[str, "HostKernel"] = {}
+_loaded: dict[tuple[str, tuple[str, ...]], "HostKernel"] = {}
 
 
 class HostCompileError(DeviceError):
@@ -72,13 +78,18 @@ def cache_directory() -> Path:
     return root / "host"
 
 
+def extra_flags() -> tuple[str, ...]:
+    """The flags of $SBMLGPU_EXTRA_CXXFLAGS (split on whitespace), read now."""
+    return tuple(os.environ.get(EXTRA_FLAGS_ENV, "").split())
+
+
 def build(source: KernelSource, compiler: str | None = None) -> Path:
     """The shared library of `source` (compiled on a cache miss)."""
     compiler = compiler or host_compiler()
     if compiler is None:
         raise DeviceError("no C++ compiler found for the native CPU path (set $CXX, or use "
                           "--cpu-engine numpy)")
-    flags = (*_BASE_FLAGS, *_openmp_flags(compiler))
+    flags = (*_BASE_FLAGS, *_openmp_flags(compiler), *extra_flags())
     key = hashlib.sha256("\0".join([source.text, *flags, _compiler_version(compiler)])
                          .encode()).hexdigest()[:32]
     directory = cache_directory()
@@ -153,8 +164,10 @@ def _ptr(array: np.ndarray):
 
 
 def host_kernel(source: KernelSource) -> HostKernel:
-    """The loaded host library of `source` (built and loaded once per process)."""
+    """The loaded host library of `source` (built and loaded once per process and set
+    of extra flags: a plain and an FMA build of one source do not mix)."""
+    key = (source.text, extra_flags())
     with _lock:
-        if source.text not in _loaded:
-            _loaded[source.text] = HostKernel(source, build(source))
-        return _loaded[source.text]
+        if key not in _loaded:
+            _loaded[key] = HostKernel(source, build(source))
+        return _loaded[key]

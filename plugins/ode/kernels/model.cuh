@@ -63,8 +63,11 @@ ODE_MODEL_FN void model_m_sparse(const real_t t, const real_t* __restrict__ x,
 #define ODE_RHS_HAS_TIME {{ 1 if rhs_has_time else 0 }}
 {% if watch %}
 
-/* g = the watched atoms (lhs - rhs of each relation that can change between events) */
-ODE_EVENT_FN void model_atoms(const real_t t, const real_t* __restrict__ x,
+/* g = the watched atoms (lhs - rhs of each relation that can change between events).
+   Never inlined: compilers contract a*b - c*d into an FMA differently in each inlined
+   copy (nvcc does by default), so that copies give 0 and +-1e-18 at one state and an
+   atom that crossed zero seems to cross back; one compiled copy gives one value. */
+__host__ __device__ ODE_NOINLINE void model_atoms(const real_t t, const real_t* __restrict__ x,
                             const real_t* __restrict__ p, real_t* __restrict__ g)
 {
     (void)t; (void)x; (void)p;
