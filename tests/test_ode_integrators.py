@@ -121,6 +121,24 @@ def test_auto_method_picks_by_stiffness():
     assert run_cpu(load("lorenz"), "auto", times=[0, 1.0]).metadata["method"] == "dopri5"
 
 
+def test_auto_method_probes_the_ensembles_own_constant_values():
+    """A column that is one value for every member becomes a literal of the kernel;
+    the stiffness check must follow the trajectory with that value, not the SBML one:
+    x' = -k y x + c, y' = a, y(0) = 0 (so not stiff at t0) with a = 0 in the file (y
+    stays 0: never stiff) and a = 1 in the ensemble (k y reaches 1e6: stiff)."""
+    net = sbmlgpu.load(rate_rule_model(
+        {"x": (1.0, apply("plus", apply("times", apply("minus", ci("k")), ci("y"), ci("x")),
+                          ci("c"))),
+         "y": (0.0, ci("a"))},
+        {"k": 1e5, "a": 0.0, "c": 0.0}))
+    times = [0.0, 10.0]
+    nominal = run_cpu(net, "auto", times=times, parameters={"c": [0.0, 0.1]})
+    assert nominal.metadata["method"] == "dopri5", nominal.metadata["method_reason"]
+    stiff = run_cpu(net, "auto", times=times, parameters={"a": [1.0, 1.0], "c": [0.0, 0.1]})
+    assert stiff.metadata["method"] == "rodas4", stiff.metadata["method_reason"]
+    assert stiff.ok.all()
+
+
 # -- status codes -----------------------------------------------------------------
 def blow_up():
     """x' = x^2, x(0) = 1: x = 1/(1 - t), infinite at t = 1."""

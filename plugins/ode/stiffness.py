@@ -34,20 +34,48 @@ log = logging.getLogger("sbmlgpu.ode")
 STIFF_SPAN_EIGENVALUE = 1e5
 
 
-def _states_along(model: KernelModel, p_values: np.ndarray, t0: float, span: float,
+class _Probe:
+    """What every probed member shares, built once: the lambdified initial state and
+    right-hand side, and the CPU reference's compiled model (compiling is most of the
+    cost of a probe; the trajectories themselves are short)."""
+
+    def __init__(self, model: KernelModel):
+        self.model = model
+        self.x0f = lambdify(model, model.x0, with_states=False)
+        self.f = lambdify(model, model.rhs)
+        self._reference = None
+        self._reference_error: Exception | None = None
+
+    def reference(self):
+        if self._reference is None and self._reference_error is None:
+            try:
+                from sbmlgpu import reference
+
+                self._reference = reference.compile_model(self.model.ode)
+            except Exception as exc:  # noqa: BLE001 - a heuristic: initial states only then
+                self._reference_error = exc
+        return self._reference
+
+
+def _states_along(probe: _Probe, p_values: np.ndarray, t0: float, span: float,
                   x0: np.ndarray) -> list[tuple[float, np.ndarray]]:
     """(t, x) at the start and at ten points of the nominal trajectory (the CPU
     reference, loose tolerances): a model can turn stiff right after t0 (Robertson's
     reaction is not stiff at its initial state)."""
     points = [(t0, x0)]
-    if span <= 0:
+    compiled = probe.reference() if span > 0 else None
+    if compiled is None:
+        if probe._reference_error is not None:
+            log.debug("stiffness check: no trajectory (%s)", probe._reference_error)
         return points
     try:
         from sbmlgpu import reference
 
         times = np.linspace(t0, t0 + span, 11)
-        params = {pid: float(v) for pid, v in zip(model.varied, p_values)}
-        traj = reference.simulate(model.ode, times, parameters=params, rtol=1e-6, atol=1e-9)
+        # the ensemble's constant columns too: they need not be the SBML values
+        params = {**{pid: float(v) for pid, v in probe.model.fixed_values.items()},
+                  **{pid: float(v) for pid, v in zip(probe.model.varied, p_values)}}
+        traj = reference.simulate(compiled, times, parameters=params, rtol=1e-6, atol=1e-9)
         reached = len(times) if traj.n_reached < 0 else traj.n_reached
         points += [(float(times[k]), np.asarray(traj.x[k], float)) for k in range(1, reached)
                    if np.all(np.isfinite(traj.x[k]))]
@@ -56,19 +84,21 @@ def _states_along(model: KernelModel, p_values: np.ndarray, t0: float, span: flo
     return points
 
 
-def stiffness_index(model: KernelModel, p_values: np.ndarray, t0: float, span: float) -> float:
+def stiffness_index(model: KernelModel, p_values: np.ndarray, t0: float, span: float,
+                    probe: _Probe | None = None) -> float:
     """max over the nominal trajectory of max(-Re lambda) * span, lambda the eigenvalues
-    of the Jacobian (forward differences); NaN if it cannot be computed."""
+    of the Jacobian (forward differences); NaN if it cannot be computed. `probe`: the
+    shared pieces when several members are probed."""
     if not model.n_states:
         return 0.0
     try:
-        x0f = lambdify(model, model.x0, with_states=False)
-        f = lambdify(model, model.rhs)
+        probe = probe or _Probe(model)
+        x0f, f = probe.x0f, probe.f
         p = [float(v) for v in p_values]
         with np.errstate(all="ignore"):
             x0 = np.asarray(x0f(t0, *p), dtype=float).reshape(-1)
         worst = 0.0
-        for t, x in _states_along(model, np.asarray(p), t0, span, x0):
+        for t, x in _states_along(probe, np.asarray(p), t0, span, x0):
             with np.errstate(all="ignore"):
                 fx = np.asarray(f(t, *x, *p), dtype=float).reshape(-1)
                 # forward differences: n + 1 evaluations of f, cheap for any model size
@@ -97,9 +127,20 @@ def choose_method(model: KernelModel, members: np.ndarray, t0: float,
     members = np.atleast_2d(np.asarray(members, dtype=float))
     if members.shape[1] != len(model.varied):
         members = members.reshape(-1, len(model.varied))
-    indices = [stiffness_index(model, row, t0, span) for row in members]
-    if not all(np.isfinite(indices)):
+    # stiff if any member is: probing stops at the first stiff one
+    try:
+        probe = _Probe(model) if model.n_states else None
+    except Exception as exc:  # noqa: BLE001 - a heuristic: fall back to the robust method
+        log.debug("stiffness check failed: %s", exc)
         return "rodas4", "the stiffness check could not evaluate the Jacobian: the stiff method"
+    indices = []
+    for row in members:
+        indices.append(stiffness_index(model, row, t0, span, probe))
+        if not np.isfinite(indices[-1]):
+            return "rodas4", ("the stiffness check could not evaluate the Jacobian: the "
+                              "stiff method")
+        if indices[-1] > STIFF_SPAN_EIGENVALUE:
+            break
     index = max(indices)
     if index > STIFF_SPAN_EIGENVALUE:
         return "rodas4", (f"stiff: max(-Re eigenvalue) x time span = {index:.3g} along the "
