@@ -60,11 +60,21 @@ class FakeKernel:
                 assert type(arg) is real, (self.name, ctype, type(arg))
             else:
                 assert type(arg) is C_TYPES[ctype], (self.name, ctype, type(arg))
-        if self.name.startswith("sbmlgpu_ode_") and self.name not in (
+        if self.name == "sbmlgpu_ode_member_major":
+            _transpose(args, real)
+        elif self.name.startswith("sbmlgpu_ode_") and self.name not in (
                 "sbmlgpu_ode_moments", "sbmlgpu_ode_histogram"):
             self.module.host.run_raw(args)
         return LaunchTiming(ms=1.0, grid=tuple(grid) + (1,) * (3 - len(grid)),
                             block=tuple(block) + (1,) * (3 - len(block)))
+
+
+def _transpose(args, real):
+    """What kernels/transpose.cu computes: src (cols, n) -> dst (n, cols)."""
+    n, cols, src, dst = int(args[0]), int(args[1]), args[2], args[3]
+    size = np.dtype(real).itemsize
+    values = src.data[:n * cols * size].view(real).reshape(cols, n)
+    dst.data[:n * cols * size] = np.ascontiguousarray(values.T).view(np.uint8).reshape(-1)
 
 
 class FakeModule:
@@ -136,6 +146,9 @@ class FakeDevice:
     def from_device(self, buffer, shape, dtype):
         count = int(np.prod(shape))
         return buffer.data[:count * np.dtype(dtype).itemsize].view(dtype).reshape(shape).copy()
+
+    def download(self, buffer, out):
+        out[...] = self.from_device(buffer, out.shape, out.dtype)
 
     def synchronize(self):
         pass

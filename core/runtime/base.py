@@ -134,6 +134,11 @@ class Device(ABC):
         """Copy a host array into an existing buffer (at least as large)."""
         raise NotImplementedError(f"{type(self).__name__} cannot upload into a buffer")
 
+    def download(self, buffer: Buffer, out) -> None:
+        """Copy the first out.nbytes of `buffer` into the existing host array `out`
+        (a device that can copy into it directly overrides this)."""
+        out[...] = self.from_device(buffer, out.shape, out.dtype)
+
     @abstractmethod
     def synchronize(self) -> None: ...
 

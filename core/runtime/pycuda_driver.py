@@ -283,13 +283,20 @@ class PyCudaDevice(Device):
 
     def from_device(self, buffer: Buffer, shape, dtype) -> np.ndarray:
         out = np.empty(shape, dtype=dtype)
+        self.download(buffer, out)
+        return out
+
+    def download(self, buffer: Buffer, out: np.ndarray) -> None:
+        """Straight into `out` when it is C-contiguous (e.g. a block of rows of the
+        result), without an intermediate array."""
+        if not (isinstance(out, np.ndarray) and out.flags.c_contiguous):
+            return super().download(buffer, out)
         if out.nbytes > buffer.nbytes:
             raise DeviceError(f"{self}: reading {out.nbytes} bytes from a "
                               f"{buffer.nbytes}-byte buffer")
         if out.nbytes:
             with self.activate():
                 self._guard(lambda: self.cuda.memcpy_dtoh(out, buffer.ptr), "copy from device")
-        return out
 
     def synchronize(self) -> None:
         with self.activate():

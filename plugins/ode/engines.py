@@ -2,9 +2,14 @@
 
 Both take the same inputs (a column-major parameter table of the batch, the output
 times, the launch settings) and give the same `BatchOutput`: per-member status and
-step counts, and either the time courses (times, outputs, members) or, for
+step counts, and either the time courses (members, times, outputs) or, for
 `--summary`, the batch's statistics (summary.BatchStats), computed where the data
 are (on the GPU by kernels/summary.cu) so that time courses never cross the bus.
+
+The kernels write (times, outputs, members), coalesced; the GPU engine turns that
+into (members, times, outputs) on the device (kernels/transpose.cu) and copies it
+straight into the caller's `destination` where one is given, so that no pass over
+the time courses on the host remains.
 """
 
 from __future__ import annotations
@@ -23,13 +28,14 @@ STATUS_BYTES = 1
 STEPS_BYTES = 4
 MEMBER_ID_BYTES = 8
 HISTOGRAM_BLOCK_ITEMS = 8192  # members per block of the histogram kernel
+TRANSPOSE_TILE, TRANSPOSE_ROWS = 32, 8  # kernels/transpose.cu: TILE, ROWS
 
 
 @dataclass
 class BatchOutput:
     status: np.ndarray  # (b,) int8, sbmlgpu.results.Status codes
     steps: np.ndarray  # (b,) int32, attempted steps
-    out: np.ndarray | None  # (times, outputs, b), or None with stats
+    out: np.ndarray | None  # (b, times, outputs) (maybe a strided view), or None with stats
     stats: BatchStats | None = None
     kernel_ms: float = 0.0
 
@@ -53,11 +59,13 @@ class LaunchConfig:
 
 
 def bytes_per_member(n_params: int, n_times: int, n_outputs: int, itemsize: int,
-                     bundled: bool) -> int:
-    """Device memory one member needs: its table column, its outputs, status, steps
-    (and its original index when bundled)."""
-    return ((n_params + n_times * n_outputs) * itemsize + STATUS_BYTES + STEPS_BYTES
-            + (MEMBER_ID_BYTES if bundled else 0))
+                     bundled: bool, time_courses: bool = True) -> int:
+    """Device memory one member needs: its table column, its outputs (twice when the
+    time courses are returned: the member-major copy), status, steps (and its
+    original index when bundled)."""
+    copies = 2 if time_courses else 1
+    return ((n_params + copies * n_times * n_outputs) * itemsize + STATUS_BYTES
+            + STEPS_BYTES + (MEMBER_ID_BYTES if bundled else 0))
 
 
 class GpuEngine:
@@ -72,6 +80,7 @@ class GpuEngine:
         self.options = ("--use_fast_math",) if fast_math else ()
         self._kernels: dict[int, object] = {}
         self._summary: dict[int, object] = {}
+        self._transpose: dict[int, object] = {}
         self._lock = threading.Lock()
 
     def kernel(self, device):
@@ -91,9 +100,20 @@ class GpuEngine:
                                                module.function("sbmlgpu_ode_histogram"))
             return self._summary[device.index]
 
+    def transpose_kernel(self, device):
+        with self._lock:
+            if device.index not in self._transpose:
+                text = render(PACKAGE, "transpose.cu", precision=self.source.precision)
+                module = device.compile(text, name=f"ode_transpose_{self.source.precision}.cu")
+                self._transpose[device.index] = module.function("sbmlgpu_ode_member_major")
+            return self._transpose[device.index]
+
     def run(self, device, table: np.ndarray, times: np.ndarray, n_outputs: int,
             config: LaunchConfig, members: np.ndarray | None = None, first_member: int = 0,
-            ranges: np.ndarray | None = None, profiler=None) -> BatchOutput:
+            ranges: np.ndarray | None = None, profiler=None,
+            destination: np.ndarray | None = None) -> BatchOutput:
+        """`destination`: where the time courses go, (b, times, outputs) C-contiguous
+        of the engine's dtype (else a new array)."""
         kernel = self.kernel(device)
         b = int(table.shape[1])
         real = self.real
@@ -134,7 +154,8 @@ class GpuEngine:
                                        members=b, steps=total_steps,
                                        method=self.source.method)
             if ranges is None:
-                out = device.from_device(out_buf, (len(times), n_outputs, b), real)
+                out = self._member_major(device, out_buf, b, len(times), n_outputs, keep,
+                                         profiler, destination)
                 return BatchOutput(status, steps, out, None, timing.ms)
             stats = self._reduce(device, out_buf, status_buf, b, len(times) * n_outputs,
                                  ranges, config.bins, keep, profiler)
@@ -142,6 +163,31 @@ class GpuEngine:
         finally:
             for buffer in buffers:
                 buffer.free()
+
+    def _member_major(self, device, out_buf, b, n_times, n_outputs, keep, profiler,
+                      destination):
+        """The (b, n_times, n_outputs) time courses from the kernel's (n_times,
+        n_outputs, b) buffer: transposed on the device, copied to the host once."""
+        shape = (b, n_times, n_outputs)
+        cols = n_times * n_outputs
+        if destination is None or destination.shape != shape \
+                or destination.dtype != self.real or not destination.flags.c_contiguous:
+            destination = np.empty(shape, dtype=self.real)
+        if b == 0 or cols == 0:
+            return destination
+        size = np.dtype(self.real).itemsize
+        member_major = keep(device.alloc(b * cols * size))
+        transpose = self.transpose_kernel(device)
+        tiles = (b + TRANSPOSE_TILE - 1) // TRANSPOSE_TILE
+        column_tiles = min((cols + TRANSPOSE_TILE - 1) // TRANSPOSE_TILE, 65535)
+        timing = transpose.launch((tiles, column_tiles), (TRANSPOSE_TILE, TRANSPOSE_ROWS),
+                                  [np.int64(b), np.int32(cols), out_buf, member_major])
+        if profiler is not None:
+            profiler.record_launch(transpose, timing, device, flops=0.0,
+                                   bytes=2.0 * b * cols * size,
+                                   precision=self.source.precision)
+        device.download(member_major, destination)
+        return destination
 
     def _reduce(self, device, out_buf, status_buf, b, cols, ranges, bins, keep, profiler):
         if cols == 0 or b == 0:
@@ -187,12 +233,13 @@ class HostEngine:
 
     def run(self, device, table: np.ndarray, times: np.ndarray, n_outputs: int,
             config: LaunchConfig, members: np.ndarray | None = None, first_member: int = 0,
-            ranges: np.ndarray | None = None, profiler=None) -> BatchOutput:
+            ranges: np.ndarray | None = None, profiler=None,
+            destination: np.ndarray | None = None) -> BatchOutput:
         settings = config.as_dict()
         settings["n"] = table.shape[1]
         out, status, steps = self.kernel.run(table, times, n_outputs, settings, members,
                                              first_member)
-        if ranges is None:
-            return BatchOutput(status, steps, out)
+        if ranges is None:  # (b, times, outputs) as a view; the caller's copy transposes
+            return BatchOutput(status, steps, np.moveaxis(out, -1, 0))
         return BatchOutput(status, steps, None,
                            host_batch_stats(out, status == 0, ranges, config.bins))

@@ -62,7 +62,8 @@ class NumpyEngine:
 
     # -- run ----------------------------------------------------------------------
     def run(self, device, table: np.ndarray, times: np.ndarray, n_outputs: int, config,
-            members=None, first_member: int = 0, ranges=None, profiler=None) -> BatchOutput:
+            members=None, first_member: int = 0, ranges=None, profiler=None,
+            destination=None) -> BatchOutput:
         table = np.asarray(table, dtype=float)
         if self.vectorised:
             solve = self._rk4 if self.method == "rk4" else self._dopri5
@@ -70,8 +71,8 @@ class NumpyEngine:
         else:
             out, status, steps = self._reference(table, np.asarray(times, float), n_outputs,
                                                  config, members, first_member)
-        if ranges is None:
-            return BatchOutput(status, steps, out)
+        if ranges is None:  # (b, times, outputs) as a view
+            return BatchOutput(status, steps, np.moveaxis(out, -1, 0))
         return BatchOutput(status, steps, None,
                            host_batch_stats(out, status == Status.ok, ranges, config.bins))
 

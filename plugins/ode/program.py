@@ -16,6 +16,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import logging
 import os
 import tempfile
@@ -124,8 +126,10 @@ class OdeProgram(Program):
         varied = tuple(k for k in params if k not in constant)
         model = KernelModel(self.ode, varied, outputs, constant)
         table64 = _table(params, varied, n)
-        method, why = self._method(model, table64, times)
-        source, engine = self._engine(model, method)
+        with _phase(profiler, "choose method"):
+            method, why = self._method(model, table64, times)
+        with _phase(profiler, "generate kernel"):
+            source, engine = self._engine(model, method)
         table = table64.astype(engine.dtype, copy=False)
         rtol, atol = o.tolerances
         config = LaunchConfig(rtol=rtol, atol=atol, h0=o.h0, max_step=o.max_step, dt=o.dt,
@@ -146,13 +150,14 @@ class OdeProgram(Program):
         cols = len(times) * len(outputs)
         if reason is None or request.summary:
             members = bundling.pilot(n, o.pilot_size, request.seed)
-            pilot = engine.run(first_device, table[:, members], times, len(outputs), config,
-                               members.astype(np.uint64), profiler=profiler)
+            with _phase(profiler, "pilot"):
+                pilot = engine.run(first_device, table[:, members], times, len(outputs),
+                                   config, members.astype(np.uint64), profiler=profiler)
             if reason is None:
                 plan = bundling.plan(table64, members, pilot.steps, WARP)
             if request.summary:
                 ok = pilot.status == Status.ok
-                values = pilot.out.reshape(cols, -1)[:, ok].T
+                values = pilot.out.reshape(-1, cols)[ok]
                 ranges = ranges_from_pilot(values, cols)
         permutation = plan.permutation
         order = permutation.order if permutation is not None else None
@@ -161,7 +166,7 @@ class OdeProgram(Program):
 
         itemsize = np.dtype(engine.dtype).itemsize
         per_member = bytes_per_member(len(varied), len(times), len(outputs), itemsize,
-                                      order is not None)
+                                      order is not None, time_courses=not request.summary)
         fixed = (cols * (6 * 8 + 4 * o.quantile_bins + 16) if request.summary else 0) \
             + len(times) * itemsize
         data, data_note = (None, "") if request.summary else self._destination(
@@ -169,12 +174,16 @@ class OdeProgram(Program):
 
         def work(device, start: int, stop: int):
             ids = member_ids[start:stop] if member_ids is not None else None
+            # unbundled batches are rows start:stop of the result: the engine writes
+            # them in place (when the dtypes agree); bundled ones are scattered by row
+            direct = data[start:stop] if data is not None and order is None else None
             out: BatchOutput = engine.run(device, run_table[:, start:stop], times,
                                           len(outputs), config, ids, first_member=start,
-                                          ranges=ranges, profiler=profiler)
-            if data is not None:
+                                          ranges=ranges, profiler=profiler,
+                                          destination=direct)
+            if data is not None and out.out is not direct:
                 rows = order[start:stop] if order is not None else slice(start, stop)
-                data[rows] = np.moveaxis(out.out, -1, 0)
+                data[rows] = out.out
             return out.status, out.steps, out.stats
 
         combined = scheduler.map_batches(
@@ -253,6 +262,11 @@ class OdeProgram(Program):
                                          shape=(n, n_times, n_outputs))
         os.unlink(path)  # the mapping keeps the pages; the file goes with the last reference
         return data, f"{nbytes / 1e9:.3g} GB of time courses memory-mapped from {path} (unlinked)"
+
+
+def _phase(profiler, name: str):
+    """A host phase of the run on the profiler's timeline (nothing without one)."""
+    return profiler.span(name) if profiler is not None else contextlib.nullcontext()
 
 
 def _is_constant(column) -> bool:
