@@ -167,6 +167,8 @@ def main(argv=None) -> int:
     numbers = _parse(args.cases, suite)
     started = time.perf_counter()
     rows = []
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
     with mp.get_context("spawn").Pool(args.jobs, maxtasksperchild=50) as pool:
         for row in pool.imap_unordered(_job, [(n, str(suite)) for n in numbers]):
             rows.append(row)
@@ -174,32 +176,42 @@ def main(argv=None) -> int:
                     row.get("reference_1e-6") is False):
                 print(f"{row['case']} {row['status']} {row.get('why', '')} "
                       f"rel_vs_reference={row.get('rel_vs_reference')}", flush=True)
-    rows.sort(key=lambda r: r["case"])
+            if len(rows) % 100 == 0:  # a run cut short still leaves its results
+                _report(rows, len(numbers), started, out)
+                print(f"{len(rows)} of {len(numbers)} cases done "
+                      f"({time.perf_counter() - started:.0f} s)", flush=True)
+    report = _report(rows, len(numbers), started, out)
+    count, missing = report["counts"], report["reference_passes_not_passed_by_ode_and_not_refused"]
+    print(f"engine(s) {report['engines']}: {count['pass']} pass, {count['fail']} fail, "
+          f"{count['refused']} refused, {count['skip']} skipped, {count['error']} errors; the "
+          f"reference passes {report['reference_passes']}; reference passes that ode neither "
+          f"passes nor refuses: {missing or 'none'}; within 1e-6 of the reference: "
+          f"{report['within_1e-6_of_reference']} of {report['compared_with_reference']}")
+    print(f"wrote {out / 'ode_testsuite.json'}")
+    return 0 if not missing and not count["error"] else 1
+
+
+def _report(rows: list[dict], planned: int, started: float, out: Path) -> dict:
+    """The summary of the cases done so far, written to out/ode_testsuite.json."""
+    rows = sorted(rows, key=lambda r: r["case"])
     count = {s: sum(r["status"] == s for r in rows) for s in ("pass", "fail", "refused", "skip",
                                                               "error")}
     ref_pass = {r["case"] for r in rows if r.get("reference_pass")}
     ode_pass = {r["case"] for r in rows if r["status"] == "pass"}
     refused = {r["case"] for r in rows if r["status"] == "refused"}
-    missing = sorted(ref_pass - ode_pass - refused)
-    extra = sorted(ode_pass - ref_pass)
     compared = [r for r in rows if "rel_vs_reference" in r]
-    within = sum(bool(r["reference_1e-6"]) for r in compared)
-    engines = sorted({r.get("engine") for r in rows if r.get("engine")})
     report = {"benchmark": "ode_testsuite", "date": datetime.now(timezone.utc).isoformat(),
-              "engines": engines, "counts": count, "reference_passes": len(ref_pass),
-              "reference_passes_not_passed_by_ode_and_not_refused": missing,
-              "passed_by_ode_not_by_reference": extra,
-              "compared_with_reference": len(compared), "within_1e-6_of_reference": within,
+              "engines": sorted({r.get("engine") for r in rows if r.get("engine")}),
+              "planned": planned, "done": len(rows), "counts": count,
+              "reference_passes": len(ref_pass),
+              "reference_passes_not_passed_by_ode_and_not_refused":
+                  sorted(ref_pass - ode_pass - refused),
+              "passed_by_ode_not_by_reference": sorted(ode_pass - ref_pass),
+              "compared_with_reference": len(compared),
+              "within_1e-6_of_reference": sum(bool(r["reference_1e-6"]) for r in compared),
               "seconds": time.perf_counter() - started, "cases": rows}
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     (out / "ode_testsuite.json").write_text(json.dumps(report, indent=1, default=str))
-    print(f"engine(s) {engines}: {count['pass']} pass, {count['fail']} fail, {count['refused']} "
-          f"refused, {count['skip']} skipped, {count['error']} errors; the reference passes "
-          f"{len(ref_pass)}; reference passes that ode neither passes nor refuses: "
-          f"{missing or 'none'}; within 1e-6 of the reference: {within} of {len(compared)}")
-    print(f"wrote {out / 'ode_testsuite.json'}")
-    return 0 if not missing and not count["error"] else 1
+    return report
 
 
 def _job(args):

@@ -61,7 +61,9 @@ def measure(path: str, end: float, points: int, trajectories: int,
     cores = cores or os.cpu_count() or 1
     shares = [trajectories // cores + (1 if i < trajectories % cores else 0) for i in range(cores)]
     shares = [(s, 1000 + i) for i, s in enumerate(shares) if s]
-    ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+    # spawn, not fork: the caller has usually created a CUDA context by now, and a
+    # forked child inherits it (the PEtab benchmark's libRoadRunner pool hung on that)
+    ctx = mp.get_context("spawn")
     with ctx.Pool(len(shares), initializer=_init, initargs=(str(path), end, points)) as pool:
         pool.map(_share, [(1, 1) for _ in shares], chunksize=1)  # every worker is warm
         started = time.perf_counter()
