@@ -155,9 +155,13 @@ def test_gpu_batches_through_the_scheduler_and_profiler(device):
     assert len(scheduler.last_batches) >= 6
     whole = program.run(request, Scheduler(devices=[device], progress=False), None)
     assert np.array_equal(batched.data, whole.data)
-    launches = [r for r in profiler.records if r.kernel.startswith("sbmlgpu_ode_")]
+    launches = [r for r in profiler.records if r.kernel == "sbmlgpu_ode_rk4"]
     assert len(launches) == len(scheduler.last_batches)
     assert all(r.flops > 0 and r.bytes > 0 and r.ms > 0 for r in launches)
+    # each batch's time courses are transposed to member-major once, on the device
+    transposes = [r for r in profiler.records if r.kernel == "sbmlgpu_ode_member_major"]
+    assert len(transposes) == len(scheduler.last_batches)
+    assert all(r.bytes > 0 and r.ms > 0 for r in transposes)
 
 
 def test_gpu_event_cases_of_the_test_suite(device):
