@@ -140,6 +140,7 @@ def write_profile(profiler, path: str | Path) -> list[Path]:
         log.warning("profiling is not available in this installation (no sbmlgpu.profile)")
         return []
     trace = path.with_name(path.stem + ".trace.json")
+    path.parent.mkdir(parents=True, exist_ok=True)  # as -o and --keep-source do
     profiler.to_json(path)
     profiler.to_chrome_trace(trace)
     return [path, trace]

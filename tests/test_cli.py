@@ -153,7 +153,7 @@ def test_run_parameters_table_gives_the_members(capsys, model, tmp_path):
 
 def test_run_hdf5_and_profile_and_keep_source(capsys, model, tmp_path):
     code, out, err = run_main(capsys, "run", model, "--end", 1, "-o", tmp_path,
-                              "--format", "hdf5", "--profile", tmp_path / "prof.json",
+                              "--format", "hdf5", "--profile", tmp_path / "p" / "prof.json",
                               "--keep-source", tmp_path / "src")
     assert code == 0, err
     assert f"wrote {tmp_path / 'decay.h5'}" in out
@@ -162,9 +162,10 @@ def test_run_hdf5_and_profile_and_keep_source(capsys, model, tmp_path):
     assert read_hdf5(tmp_path / "decay.h5").data.shape == (1, 101, 2)
     assert "generated no source code" in err  # the CPU path has no kernels to keep
     if (Path(sbmlgpu.__file__).parent / "profile.py").exists():
-        assert json.loads((tmp_path / "prof.json").read_text()) is not None
-        assert (tmp_path / "prof.trace.json").exists()
-        assert f"wrote {tmp_path / 'prof.json'}" in out
+        # the profile's folder is created, as -o's is
+        assert json.loads((tmp_path / "p" / "prof.json").read_text()) is not None
+        assert (tmp_path / "p" / "prof.trace.json").exists()
+        assert f"wrote {tmp_path / 'p' / 'prof.json'}" in out
 
 
 # -- errors become one message ------------------------------------------------------------
