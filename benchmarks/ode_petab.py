@@ -291,7 +291,8 @@ def run_model(folder: Path, args, device) -> dict:
         "batches": sum(sp.seconds for sp in spans if sp.name == "batch"),
         "compile": sum(sp.seconds for sp in spans if sp.category == "compile"),
         **{name: sum(sp.seconds for sp in spans if sp.name == name)
-           for name in ("choose method", "generate kernel", "pilot")},
+           for name in ("choose method", "generate kernel", "pilot", "allocate and upload",
+                        "download time courses")},
         "kernels": (kernel_ms or 0.0) / 1e3,
     }
     if kernel_ms:
@@ -310,9 +311,14 @@ def run_model(folder: Path, args, device) -> dict:
     # the same ensemble as statistics (mean, sd, quantiles per output and time) computed
     # on the GPU: the time courses never cross the bus (--summary)
     started = time.perf_counter()
-    execute(network, "ode", times=times, parameters=sets, options=options, summary=True,
-            device=gpu_device, progress=False)
+    summarised = execute(network, "ode", times=times, parameters=sets, options=options,
+                         summary=True, device=gpu_device, progress=False)
     row["gpu_summary_wall_s"] = time.perf_counter() - started
+    spans = summarised.profiler.spans if summarised.profiler else []
+    row["gpu_summary_breakdown_s"] = {
+        name: sum(sp.seconds for sp in spans if sp.name == name)
+        for name in ("batch", "choose method", "generate kernel", "pilot",
+                     "allocate and upload", "statistics")}
     row["gpu_summary_trajectories_per_s"] = args.n / row["gpu_summary_wall_s"]
 
     sbml_text = Path(problem["sbml"]).read_text()

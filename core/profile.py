@@ -212,6 +212,12 @@ def format_summary(rows: list[KernelSummary]) -> str:
     return "\n".join(out)
 
 
+def phase(profiler: "Profiler | None", name: str, **kwargs):
+    """`profiler.span(name, ...)`, or nothing when there is no profiler: for code
+    that times its phases only when asked to."""
+    return profiler.span(name, **kwargs) if profiler is not None else contextlib.nullcontext()
+
+
 def _device_index(device) -> int | None:
     if device is None:
         return None

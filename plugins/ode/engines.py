@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sbmlgpu.codegen.templates import render
+from sbmlgpu.profile import phase
 
 from .codegen import PACKAGE, KernelSource
 from .summary import BatchStats, host_batch_stats
@@ -125,14 +126,15 @@ class GpuEngine:
             return buffer
 
         try:
-            table_buf = keep(device.to_device(np.ascontiguousarray(table, dtype=real))
-                             if table.size else device.alloc(size))
-            times_buf = keep(device.to_device(np.asarray(times, dtype=real)))
-            out_buf = keep(device.alloc(len(times) * n_outputs * b * size))
-            status_buf = keep(device.alloc(b * STATUS_BYTES))
-            steps_buf = keep(device.alloc(b * STEPS_BYTES))
-            members_arg = (keep(device.to_device(np.asarray(members, dtype=np.uint64)))
-                           if members is not None else np.uintp(0))
+            with phase(profiler, "allocate and upload", category="transfer", device=device):
+                table_buf = keep(device.to_device(np.ascontiguousarray(table, dtype=real))
+                                 if table.size else device.alloc(size))
+                times_buf = keep(device.to_device(np.asarray(times, dtype=real)))
+                out_buf = keep(device.alloc(len(times) * n_outputs * b * size))
+                status_buf = keep(device.alloc(b * STATUS_BYTES))
+                steps_buf = keep(device.alloc(b * STEPS_BYTES))
+                members_arg = (keep(device.to_device(np.asarray(members, dtype=np.uint64)))
+                               if members is not None else np.uintp(0))
             block = config.block_size
             grid = (b + block - 1) // block
             args = [np.int64(b), table_buf, times_buf, np.int32(len(times)), out_buf,
@@ -157,8 +159,9 @@ class GpuEngine:
                 out = self._member_major(device, out_buf, b, len(times), n_outputs, keep,
                                          profiler, destination)
                 return BatchOutput(status, steps, out, None, timing.ms)
-            stats = self._reduce(device, out_buf, status_buf, b, len(times) * n_outputs,
-                                 ranges, config.bins, keep, profiler)
+            with phase(profiler, "statistics", device=device):
+                stats = self._reduce(device, out_buf, status_buf, b, len(times) * n_outputs,
+                                     ranges, config.bins, keep, profiler)
             return BatchOutput(status, steps, None, stats, timing.ms)
         finally:
             for buffer in buffers:
@@ -186,7 +189,8 @@ class GpuEngine:
             profiler.record_launch(transpose, timing, device, flops=0.0,
                                    bytes=2.0 * b * cols * size,
                                    precision=self.source.precision)
-        device.download(member_major, destination)
+        with phase(profiler, "download time courses", category="transfer", device=device):
+            device.download(member_major, destination)
         return destination
 
     def _reduce(self, device, out_buf, status_buf, b, cols, ranges, bins, keep, profiler):

@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import contextlib
 
 import logging
 import os
@@ -30,6 +29,7 @@ import numpy as np
 from sbmlgpu.backend import Program, RunRequest
 from sbmlgpu.errors import OptionError
 from sbmlgpu.ir import Network
+from sbmlgpu.profile import phase
 from sbmlgpu.result_summary import DEFAULT_QUANTILES
 from sbmlgpu.results import Result, Status
 from sbmlgpu.views.ode import OdeSystem
@@ -126,9 +126,9 @@ class OdeProgram(Program):
         varied = tuple(k for k in params if k not in constant)
         model = KernelModel(self.ode, varied, outputs, constant)
         table64 = _table(params, varied, n)
-        with _phase(profiler, "choose method"):
+        with phase(profiler, "choose method"):
             method, why = self._method(model, table64, times)
-        with _phase(profiler, "generate kernel"):
+        with phase(profiler, "generate kernel"):
             source, engine = self._engine(model, method)
         table = table64.astype(engine.dtype, copy=False)
         rtol, atol = o.tolerances
@@ -150,7 +150,7 @@ class OdeProgram(Program):
         cols = len(times) * len(outputs)
         if reason is None or request.summary:
             members = bundling.pilot(n, o.pilot_size, request.seed)
-            with _phase(profiler, "pilot"):
+            with phase(profiler, "pilot"):
                 pilot = engine.run(first_device, table[:, members], times, len(outputs),
                                    config, members.astype(np.uint64), profiler=profiler)
             if reason is None:
@@ -262,11 +262,6 @@ class OdeProgram(Program):
                                          shape=(n, n_times, n_outputs))
         os.unlink(path)  # the mapping keeps the pages; the file goes with the last reference
         return data, f"{nbytes / 1e9:.3g} GB of time courses memory-mapped from {path} (unlinked)"
-
-
-def _phase(profiler, name: str):
-    """A host phase of the run on the profiler's timeline (nothing without one)."""
-    return profiler.span(name) if profiler is not None else contextlib.nullcontext()
 
 
 def _is_constant(column) -> bool:
