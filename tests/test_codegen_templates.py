@@ -88,6 +88,14 @@ def test_dump_sources(tmp_path):
 
 @needs_nvcc
 @pytest.mark.parametrize("precision", ["double", "float"])
+def test_member_major_transpose_compiles_for_sm_90(precision):
+    source = render("sbmlgpu.codegen", "transpose.cu", precision=precision)
+    assert b"sbmlgpu_member_major" in nvcc_compile(source, arch="sm_90",
+                                                   name=f"transpose_{precision}")
+
+
+@needs_nvcc
+@pytest.mark.parametrize("precision", ["double", "float"])
 def test_selftest_kernels_compile_for_sm_90(precision):
     source = render("sbmlgpu.codegen", "selftest.cu", precision=precision,
                     expressions=["exp(x) + y*z" if precision == "double" else "expf(x) + y*z"])

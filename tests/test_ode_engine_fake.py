@@ -60,7 +60,7 @@ class FakeKernel:
                 assert type(arg) is real, (self.name, ctype, type(arg))
             else:
                 assert type(arg) is C_TYPES[ctype], (self.name, ctype, type(arg))
-        if self.name == "sbmlgpu_ode_member_major":
+        if self.name == "sbmlgpu_member_major":
             _transpose(args, real)
         elif self.name.startswith("sbmlgpu_ode_") and self.name not in (
                 "sbmlgpu_ode_moments", "sbmlgpu_ode_histogram"):
@@ -70,7 +70,7 @@ class FakeKernel:
 
 
 def _transpose(args, real):
-    """What kernels/transpose.cu computes: src (cols, n) -> dst (n, cols)."""
+    """What core's transpose.cu computes: src (cols, n) -> dst (n, cols)."""
     n, cols, src, dst = int(args[0]), int(args[1]), args[2], args[3]
     size = np.dtype(real).itemsize
     values = src.data[:n * cols * size].view(real).reshape(cols, n)

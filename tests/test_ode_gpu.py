@@ -159,7 +159,7 @@ def test_gpu_batches_through_the_scheduler_and_profiler(device):
     assert len(launches) == len(scheduler.last_batches)
     assert all(r.flops > 0 and r.bytes > 0 and r.ms > 0 for r in launches)
     # each batch's time courses are transposed to member-major once, on the device
-    transposes = [r for r in profiler.records if r.kernel == "sbmlgpu_ode_member_major"]
+    transposes = [r for r in profiler.records if r.kernel == "sbmlgpu_member_major"]
     assert len(transposes) == len(scheduler.last_batches)
     assert all(r.bytes > 0 and r.ms > 0 for r in transposes)
 

@@ -68,6 +68,26 @@ def test_alloc_and_copy_round_trip(device):
     buf.free()
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("n,shape", [(1000, (7, 3)), (33, (1,)), (70_001, (5, 13))])
+def test_member_major_transpose(device, dtype, n, shape):
+    """Sizes that are not multiples of the 32 x 32 tile, one column, many members;
+    into a fresh array and into rows of a larger one."""
+    from sbmlgpu.runtime.layout import member_major
+
+    data = np.random.default_rng(1).normal(size=(*shape, n)).astype(dtype)
+    buf = device.to_device(data)
+    try:
+        expected = np.moveaxis(data, -1, 0)
+        assert np.array_equal(member_major(device, buf, n, shape, dtype), expected)
+        whole = np.zeros((n + 10, *shape), dtype)
+        member_major(device, buf, n, shape, dtype, destination=whole[5:5 + n])
+        assert np.array_equal(whole[5:5 + n], expected)
+        assert not whole[:5].any() and not whole[5 + n:].any()
+    finally:
+        buf.free()
+
+
 def test_launch_timing_and_attributes(device, cache_dir):
     kernel = _selftest(device).function("sbmlgpu_axpy")
     a = kernel.attributes

@@ -7,7 +7,7 @@ step counts, and either the time courses (members, times, outputs) or, for
 are (on the GPU by kernels/summary.cu) so that time courses never cross the bus.
 
 The kernels write (times, outputs, members), coalesced; the GPU engine turns that
-into (members, times, outputs) on the device (kernels/transpose.cu) and copies it
+into (members, times, outputs) on the device (sbmlgpu.runtime.layout) and copies it
 straight into the caller's `destination` where one is given, so that no pass over
 the time courses on the host remains.
 """
@@ -21,6 +21,7 @@ import numpy as np
 
 from sbmlgpu.codegen.templates import render
 from sbmlgpu.profile import phase
+from sbmlgpu.runtime.layout import member_major
 
 from .codegen import PACKAGE, KernelSource
 from .summary import BatchStats, host_batch_stats
@@ -29,7 +30,6 @@ STATUS_BYTES = 1
 STEPS_BYTES = 4
 MEMBER_ID_BYTES = 8
 HISTOGRAM_BLOCK_ITEMS = 8192  # members per block of the histogram kernel
-TRANSPOSE_TILE, TRANSPOSE_ROWS = 32, 8  # kernels/transpose.cu: TILE, ROWS
 
 
 @dataclass
@@ -81,7 +81,6 @@ class GpuEngine:
         self.options = ("--use_fast_math",) if fast_math else ()
         self._kernels: dict[int, object] = {}
         self._summary: dict[int, object] = {}
-        self._transpose: dict[int, object] = {}
         self._lock = threading.Lock()
 
     def kernel(self, device):
@@ -100,14 +99,6 @@ class GpuEngine:
                 self._summary[device.index] = (module.function("sbmlgpu_ode_moments"),
                                                module.function("sbmlgpu_ode_histogram"))
             return self._summary[device.index]
-
-    def transpose_kernel(self, device):
-        with self._lock:
-            if device.index not in self._transpose:
-                text = render(PACKAGE, "transpose.cu", precision=self.source.precision)
-                module = device.compile(text, name=f"ode_transpose_{self.source.precision}.cu")
-                self._transpose[device.index] = module.function("sbmlgpu_ode_member_major")
-            return self._transpose[device.index]
 
     def run(self, device, table: np.ndarray, times: np.ndarray, n_outputs: int,
             config: LaunchConfig, members: np.ndarray | None = None, first_member: int = 0,
@@ -156,8 +147,8 @@ class GpuEngine:
                                        members=b, steps=total_steps,
                                        method=self.source.method)
             if ranges is None:
-                out = self._member_major(device, out_buf, b, len(times), n_outputs, keep,
-                                         profiler, destination)
+                out = member_major(device, out_buf, b, (len(times), n_outputs), real,
+                                   profiler=profiler, destination=destination)
                 return BatchOutput(status, steps, out, None, timing.ms)
             with phase(profiler, "statistics", device=device):
                 stats = self._reduce(device, out_buf, status_buf, b, len(times) * n_outputs,
@@ -166,32 +157,6 @@ class GpuEngine:
         finally:
             for buffer in buffers:
                 buffer.free()
-
-    def _member_major(self, device, out_buf, b, n_times, n_outputs, keep, profiler,
-                      destination):
-        """The (b, n_times, n_outputs) time courses from the kernel's (n_times,
-        n_outputs, b) buffer: transposed on the device, copied to the host once."""
-        shape = (b, n_times, n_outputs)
-        cols = n_times * n_outputs
-        if destination is None or destination.shape != shape \
-                or destination.dtype != self.real or not destination.flags.c_contiguous:
-            destination = np.empty(shape, dtype=self.real)
-        if b == 0 or cols == 0:
-            return destination
-        size = np.dtype(self.real).itemsize
-        member_major = keep(device.alloc(b * cols * size))
-        transpose = self.transpose_kernel(device)
-        tiles = (b + TRANSPOSE_TILE - 1) // TRANSPOSE_TILE
-        column_tiles = min((cols + TRANSPOSE_TILE - 1) // TRANSPOSE_TILE, 65535)
-        timing = transpose.launch((tiles, column_tiles), (TRANSPOSE_TILE, TRANSPOSE_ROWS),
-                                  [np.int64(b), np.int32(cols), out_buf, member_major])
-        if profiler is not None:
-            profiler.record_launch(transpose, timing, device, flops=0.0,
-                                   bytes=2.0 * b * cols * size,
-                                   precision=self.source.precision)
-        with phase(profiler, "download time courses", category="transfer", device=device):
-            device.download(member_major, destination)
-        return destination
 
     def _reduce(self, device, out_buf, status_buf, b, cols, ranges, bins, keep, profiler):
         if cols == 0 or b == 0:

@@ -1,9 +1,10 @@
 {#
-  transpose.cu -- the batch's time courses from the solver's layout to the caller's.
+  transpose.cu -- a batch's time courses from a kernel's layout to the caller's
+  (sbmlgpu.runtime.layout.member_major; used by the ode and ssa backends).
 
-  The solver writes out[c * n + i] (column c = k * n_outputs + j: time k, output j;
-  member i), so that neighbouring threads write neighbouring addresses. The caller
-  wants (member, time, output), i.e. dst[i * n_cols + c]. Transposing on the host
+  One-thread-per-member kernels write out[c * n + i] (column c = k * n_outputs + j:
+  time k, output j; member i), so that neighbouring threads write neighbouring
+  addresses. The caller wants (member, time, output), i.e. dst[i * n_cols + c]. Transposing on the host
   costs a strided pass over the whole array (seconds for a gigabyte); here it is one
   pass at memory bandwidth, after which the copy to the host is one contiguous block
   straight into the result.
@@ -19,7 +20,7 @@
 #define ROWS 8
 
 extern "C" __global__ void __launch_bounds__(TILE * ROWS)
-sbmlgpu_ode_member_major(long long n, int n_cols, const real_t* __restrict__ src,
+sbmlgpu_member_major(long long n, int n_cols, const real_t* __restrict__ src,
                          real_t* __restrict__ dst)
 {
     __shared__ real_t tile[TILE][TILE + 1];

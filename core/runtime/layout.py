@@ -1,0 +1,78 @@
+"""Time courses from the member-minor layout of one-thread-per-member kernels to the
+member-major arrays of results, on the device (codegen/templates/transpose.cu).
+
+A kernel in which thread i computes member i writes its outputs as (columns,
+members), so that a warp's stores are coalesced; a Result holds (members, times,
+outputs). Transposing on the host is a strided pass over every value (seconds per
+gigabyte); on the device it runs at memory bandwidth, and the copy back is then
+one contiguous block, straight into the caller's array when it has one.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+
+import numpy as np
+
+from ..codegen.templates import CORE_PACKAGE, render
+from ..profile import phase
+
+TILE, ROWS = 32, 8  # transpose.cu: TILE, ROWS
+MAX_GRID_Y = 65535
+KERNEL = "sbmlgpu_member_major"
+
+_lock = threading.Lock()
+_kernels: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # device -> {precision: kernel}
+
+
+def _precision(dtype) -> str:
+    dtype = np.dtype(dtype)
+    if dtype == np.float64:
+        return "double"
+    if dtype == np.float32:
+        return "float"
+    raise ValueError(f"member_major: no kernel for {dtype} (float32 or float64)")
+
+
+def transpose_kernel(device, dtype):
+    """The compiled transpose for `dtype` on `device` (compiled once per process)."""
+    precision = _precision(dtype)
+    with _lock:
+        compiled = _kernels.setdefault(device, {})
+        if precision not in compiled:
+            text = render(CORE_PACKAGE, "transpose.cu", precision=precision)
+            module = device.compile(text, name=f"member_major_{precision}.cu")
+            compiled[precision] = module.function(KERNEL)
+        return compiled[precision]
+
+
+def member_major(device, source, n: int, shape: tuple[int, ...], dtype, *,
+                 profiler=None, destination: np.ndarray | None = None) -> np.ndarray:
+    """The (n, *shape) host array of a device buffer laid out as (*shape, n).
+
+    Needs a scratch buffer of the same size on the device for the moment.
+    `destination`: a C-contiguous (n, *shape) array of `dtype` to fill (else a new
+    one)."""
+    dtype = np.dtype(dtype)
+    full = (int(n), *map(int, shape))
+    if destination is None or destination.shape != full or destination.dtype != dtype \
+            or not destination.flags.c_contiguous:
+        destination = np.empty(full, dtype=dtype)
+    cols = int(np.prod(shape)) if len(shape) else 1
+    if n == 0 or cols == 0:
+        return destination
+    scratch = device.alloc(n * cols * dtype.itemsize)
+    try:
+        kernel = transpose_kernel(device, dtype)
+        grid = ((n + TILE - 1) // TILE, min((cols + TILE - 1) // TILE, MAX_GRID_Y))
+        timing = kernel.launch(grid, (TILE, ROWS), [np.int64(n), np.int32(cols), source, scratch])
+        if profiler is not None:
+            profiler.record_launch(kernel, timing, device, flops=0.0,
+                                   bytes=2.0 * n * cols * dtype.itemsize,
+                                   precision=_precision(dtype))
+        with phase(profiler, "download time courses", category="transfer", device=device):
+            device.download(scratch, destination)
+    finally:
+        scratch.free()
+    return destination
