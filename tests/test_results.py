@@ -153,10 +153,27 @@ def test_plot_writes_a_png_with_band_and_members(tmp_path):
     fig = r.plot(tmp_path / "r.png", max_members=2)
     assert (tmp_path / "r.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     ax = fig.axes[0]
-    # 2 columns x (2 thin member lines + 1 mean line); one sd band per column
+    # 2 columns x (2 thin member lines + 1 mean line); one band per column
     assert len(ax.lines) == 6
     assert len(ax.collections) == 2
-    assert "excluded" in ax.get_title()
+    assert "excluded" in ax.get_title() and "5–95 % band" in ax.get_title()
+
+
+def test_plot_band_is_between_quantiles_or_mean_plus_minus_sd():
+    from sbmlgpu.result_plot import band, band_name
+    from sbmlgpu.result_summary import Summary
+
+    # a skewed ensemble of positive values: mean - sd < 0, the 5 % quantile is not
+    data = np.exp(np.random.default_rng(0).normal(0, 1.5, size=(2000, 3, 1)))
+    ok = np.ones(2000, bool)
+    summary = Summary.of(data, ok, (0.05, 0.5, 0.95))
+    lo, hi = band(summary, 0)
+    assert np.allclose(lo, np.quantile(data[:, :, 0], 0.05, axis=0))
+    assert np.allclose(hi, np.quantile(data[:, :, 0], 0.95, axis=0))
+    assert (lo > 0).all() and (summary.mean[:, 0] - summary.sd[:, 0] < 0).all()
+    plain = Summary.of(data, ok, ())
+    lo, hi = band(plain, 0)
+    assert np.allclose(lo, plain.mean[:, 0] - plain.sd[:, 0]) and band_name(plain) == "± sd"
 
 
 def test_plot_single_member_draws_one_line_per_column():
