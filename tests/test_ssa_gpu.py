@@ -125,6 +125,22 @@ def test_on_gpu_summary_equals_the_statistics_of_the_same_trajectories(devices):
     assert np.all(counts.sum(axis=-1) == 30000)
 
 
+def test_trajectories_in_batches_fill_memory_and_file_alike(devices, tmp_path):
+    """Each batch's rows come from the device (transposed there): in memory or in the
+    spill file, in double or float, the same numbers."""
+    request = RunRequest(times=np.linspace(0, 10, 7), n=3000, seed=12, progress=False)
+    split = Scheduler(devices=devices[:1], max_batch_items=1024, progress=False)
+    whole = gpu_run(devices, small_dimerisation(), request)
+    spilled = gpu_run(devices, small_dimerisation(), request, split,
+                      trajectory_dir=str(tmp_path))
+    assert np.array_equal(np.asarray(spilled.data), whole.data)
+    assert np.array_equal(np.load(spilled.metadata["trajectory_file"]), whole.data)
+    single = gpu_run(devices, small_dimerisation(), request, precision="float")
+    assert single.data.dtype == np.float64
+    assert np.array_equal(gpu_run(devices, small_dimerisation(), request, split,
+                                  precision="float").data, single.data)
+
+
 def test_float_precision_and_block_sizes(devices):
     request = RunRequest(times=np.linspace(0, 2, 5), n=8192, seed=2, progress=False)
     double = gpu_run(devices, dimerisation(), request).data

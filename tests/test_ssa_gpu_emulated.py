@@ -4,7 +4,8 @@ launch shapes, batches, the pilot and the on-GPU summary.
 
 The fake device "compiles" the CUDA source as host C++ (the same text; host.py) and
 its kernels call the host entry point; the summary kernel applies the device sink's
-arithmetic (shifted sums, counts, the bin rule) to the host trajectories. What it
+arithmetic (shifted sums, counts, the bin rule) to the host trajectories, and core's
+transpose (sbmlgpu_member_major) is done in numpy. What it
 cannot check -- PyCUDA itself, atomics, shared memory -- test_ssa_gpu.py checks on
 the GPU machine."""
 
@@ -51,6 +52,9 @@ class FakeKernel(Kernel):
 
     def launch(self, grid, block, args, shared_bytes=0, stream=None) -> LaunchTiming:
         self.log.append((self.name, tuple(grid), tuple(block), shared_bytes))
+        if self.name == "sbmlgpu_member_major":
+            _transpose(args, self.real)
+            return LaunchTiming(1.0, tuple(grid) + (1,), tuple(block) + (1,), shared_bytes)
         seed, first, n, ptab, times, K = args[:6]
         assert isinstance(seed, np.uint64) and isinstance(first, np.uint64)
         assert isinstance(n, np.int32) and isinstance(K, np.int32)
@@ -94,12 +98,21 @@ class FakeKernel(Kernel):
         return LaunchTiming(1.0, tuple(grid) + (1, 1), tuple(block) + (1, 1), shared_bytes)
 
 
+def _transpose(args, real):
+    """What core's transpose.cu computes: src (cols, n) -> dst (n, cols)."""
+    n, cols, src, dst = int(args[0]), int(args[1]), args[2], args[3]
+    assert isinstance(args[0], np.int64) and isinstance(args[1], np.int32)
+    assert src.nbytes >= n * cols * np.dtype(real).itemsize <= dst.nbytes
+    dst.view(real, n * cols)[:] = src.view(real, n * cols).reshape(cols, n).T.ravel()
+
+
 class FakeModule(Module):
     def __init__(self, library, precision, log):
         self.library, self.precision, self.log = library, precision, log
 
     def function(self, name: str) -> Kernel:
-        assert name in ("ssa_trajectories", "ssa_summary")
+        assert name in (("sbmlgpu_member_major",) if self.library is None
+                        else ("ssa_trajectories", "ssa_summary"))
         return FakeKernel(self.library, name, self.precision, self.log)
 
 
@@ -111,6 +124,7 @@ class FakeDevice(Device):
             228 * 1024, 65536, 65536, 1024, 2048)
         self.log: list = []
         self.compiled: list[str] = []
+        self.downloads: list[np.ndarray] = []  # the host arrays download() filled
 
     def activate(self):
         return contextlib.nullcontext(self)
@@ -121,6 +135,8 @@ class FakeDevice(Device):
     def compile(self, source, *, options=(), name="kernel") -> Module:
         self.compiled.append(source)
         precision = "float" if "typedef float real_t" in source else "double"
+        if "sbmlgpu_member_major" in source:  # core's transpose: emulated in numpy
+            return FakeModule(None, precision, self.log)
         return FakeModule(host.load_library(source), precision, self.log)
 
     def alloc(self, nbytes: int) -> Buffer:
@@ -135,6 +151,12 @@ class FakeDevice(Device):
     def from_device(self, buffer, shape, dtype):
         count = int(np.prod(shape))
         return buffer.view(dtype, count).reshape(shape).copy()
+
+    def download(self, buffer, out) -> None:
+        """As the PyCUDA device: into `out` itself (which must fit in the buffer)."""
+        assert out.nbytes <= buffer.nbytes
+        self.downloads.append(out)
+        out[...] = buffer.view(out.dtype, out.size).reshape(out.shape)
 
     def synchronize(self) -> None:
         pass
@@ -213,6 +235,49 @@ def test_profiler_gets_the_firings_of_each_launch():
     profiler = Profiler()
     result = program.run(RunRequest(times=np.linspace(0, 10, 3), n=64, seed=1, progress=False),
                          Scheduler(devices=[device], progress=False), profiler)
-    (record,) = profiler.records
+    record, transpose = profiler.records
     assert record.meta["firings"] == result.metadata["firings"] > 0
     assert record.flops > 0 and record.kernel == "ssa_trajectories"
+    assert transpose.kernel == "sbmlgpu_member_major"
+
+
+@pytest.mark.parametrize("precision", ["double", "float"])
+def test_trajectories_go_from_the_device_into_the_rows_of_the_result(precision):
+    """Double: each batch's download fills its rows of the result itself; float: a
+    float32 block that the caller converts. Either way the CPU's numbers."""
+    devices = [FakeDevice(0), FakeDevice(1)]
+    request = RunRequest(times=np.linspace(0, 10, 5), n=200, seed=7, progress=False)
+    split = Scheduler(devices=devices, max_batch_items=64, progress=False)
+    gpu = _run(devices[0], request, split, precision=precision)
+    assert gpu.data.dtype == np.float64 and gpu.data.shape[:2] == (200, 5)
+    assert np.array_equal(gpu.data, _cpu(request, precision=precision).data, equal_nan=True)
+    blocks = [out for d in devices for out in d.downloads if out.ndim == 3]
+    assert sum(len(out) for out in blocks) == 200 and len(blocks) >= 4
+    assert all(np.shares_memory(out, gpu.data) == (precision == "double") for out in blocks)
+    assert all(out.dtype == (np.float64 if precision == "double" else np.float32)
+               for out in blocks)
+
+
+def test_trajectories_spilled_to_a_file_equal_those_in_memory(tmp_path):
+    request = RunRequest(times=np.linspace(0, 10, 4), n=150, seed=5, progress=False)
+    split = Scheduler(devices=[FakeDevice()], max_batch_items=64, progress=False)
+    spilled = _run(split.devices[0], request, split, trajectory_dir=str(tmp_path))
+    path = spilled.metadata["trajectory_file"]
+    assert path.startswith(str(tmp_path))
+    in_memory = _run(FakeDevice(), request).data
+    assert np.array_equal(np.asarray(spilled.data), in_memory)
+    assert np.array_equal(np.load(path), in_memory)
+    assert all(isinstance(out, np.memmap) for out in split.devices[0].downloads
+               if out.ndim == 3)  # rows of the file itself
+
+
+def test_bytes_per_item_counts_the_transpose_scratch():
+    from sbmlgpu.plugins.ssa.codegen import Variant
+    from sbmlgpu.plugins.ssa.gpu import GpuEngine
+
+    for precision, size in (("double", 8), ("float", 4)):
+        engine = GpuEngine("", Variant("register", "full", "direct", precision), 3, 4, 2, 1,
+                           0, 1.0)
+        # the kernel's (times, outputs, n) output and member_major's scratch
+        assert engine.bytes_per_item(10, True) - engine.bytes_per_item(10, False) == \
+            2 * 10 * 2 * size

@@ -8,10 +8,11 @@ run(): the request's varied parameters and outputs fix the generated text (varie
 parameters come from a table, the others are literals); then batches of
 realisations go through the scheduler to the GPU engine (gpu.py) or a CPU engine
 (host.py, the same kernel compiled for the CPU cores; cpu.py, numpy). Full
-trajectories are stitched in member order (in a memory-mapped file when they do
-not fit in memory); with `summary`, a pilot batch with full output sets the shift
-and histogram bins and the rest only accumulates statistics (stats.py), on the GPU
-with atomics.
+trajectories go into one preallocated (members, times, outputs) array (a
+memory-mapped file when they do not fit in memory): each batch writes its rows, the
+GPU engine straight from the device in double precision; with `summary`, a pilot
+batch with full output sets the shift and histogram bins and the rest only
+accumulates statistics (stats.py), on the GPU with atomics.
 """
 
 from __future__ import annotations
@@ -177,13 +178,16 @@ class _Run:
         self.started = time.perf_counter()
 
     # -- one batch ---------------------------------------------------------------------
-    def batch(self, device, start: int, stop: int, summary=None):
+    def batch(self, device, start: int, stop: int, summary=None, destination=None):
+        """One batch's EngineOutput; the GPU engine writes its trajectories into
+        `destination` (rows start:stop of the result) when it can."""
         size = stop - start
         pt = self.ptab[:, start:stop]
         if self.program.engine_kind == "gpu":
             device = device if device is not None else self.program.device
             out, sums, ms = self.engine.run(device, self.seed, start, size, pt, self.times,
-                                            self.max_firings, self.profiler, summary)
+                                            self.max_firings, self.profiler, summary,
+                                            destination)
         else:
             began = time.perf_counter()
             out = self.engine.run(self.seed, start, size, pt, self.times, self.max_firings)
@@ -219,24 +223,40 @@ class _Run:
         return (3 * K * O * 8 if trajectories else 2 * K * O * 8) + 64
 
     # -- the two kinds of result ---------------------------------------------------------
-    def trajectories(self) -> Result:
-        K, O = len(self.times), len(self.outputs)
-        spill = self._spill_file(self.n * K * O * 8)
+    def fill(self, stop: int, data: np.ndarray | None):
+        """Members 0..stop-1 with full trajectories, written into rows of `data`
+        (float64, (>= stop, times, outputs)): [(start, EngineOutput without data)].
+
+        Each batch writes its own rows (the GPU engine in double precision straight
+        from the device; otherwise one copy, converting float). Under MPI the
+        batches' data travel to rank 0, which places them; `data` None (another
+        rank) keeps nothing."""
+        K = len(self.times)
+        distributed = getattr(self.scheduler, "size", 1) > 1
 
         def work(device, start, stop):
-            out = self.batch(device, start, stop)
-            if spill is not None:
-                spill[start:stop] = out.data
-                out = EngineOutput(None, out.status, out.why, out.firings)
-            return out
+            rows = data[start:stop] if data is not None and not distributed else None
+            out = self.batch(device, start, stop, destination=rows)
+            if rows is None:
+                return out
+            if out.data is not rows:
+                rows[...] = out.data
+            return EngineOutput(None, out.status, out.why, out.firings)
 
-        pieces = self.map(0, self.n, work, self.item_bytes(True), fixed_bytes=K * 8)
+        pieces = self.map(0, stop, work, self.item_bytes(True), fixed_bytes=K * 8)
+        for start, piece in pieces:
+            if piece.data is not None and data is not None:
+                data[start:start + len(piece.data)] = piece.data
+        return [(start, EngineOutput(None, p.status, p.why, p.firings)) for start, p in pieces]
+
+    def trajectories(self) -> Result:
+        K, O = len(self.times), len(self.outputs)
+        other_rank = getattr(self.scheduler, "is_root", True) is False
+        spill = None if other_rank else self._spill_file(self.n * K * O * 8)
+        data = spill if spill is not None else \
+            np.empty((0 if other_rank else self.n, K, O), dtype=np.float64)
+        pieces = self.fill(self.n, None if other_rank else data)
         status, why, firings = self._stitch_members(pieces)
-        if spill is not None:
-            data = spill
-        else:
-            data = np.concatenate([p.data for _, p in pieces], axis=0) if pieces else \
-                np.zeros((0, K, O))
         meta = self._metadata(firings)
         if spill is not None:
             meta["trajectory_file"] = str(spill.filename)
@@ -244,19 +264,23 @@ class _Run:
                       metadata=meta, messages=self._messages(status, why))
 
     def summary(self) -> Result:
+        if getattr(self.scheduler, "size", 1) > 1:
+            # the pilot and the sums would stay on each rank (the other ranks have no
+            # pilot data to set the shift and bins from)
+            raise OptionError("summary", "the ssa backend's --summary does not gather the "
+                                         "statistics of MPI ranks: run without MPI")
         K, O = len(self.times), len(self.outputs)
         bins = self.program.options.histogram_bins
         acc = SummaryAccumulator(K, O, bins)
         pilot_n = min(self.n, self.program.options.pilot)
-        pilot = self.map(0, pilot_n, self.batch, self.item_bytes(True), fixed_bytes=K * 8)
-        pilot_data = np.concatenate([p.data for _, p in pilot], axis=0)
+        pilot_data = np.empty((pilot_n, K, O), dtype=np.float64)
+        pilot = self.fill(pilot_n, pilot_data)
         acc.set_reference(pilot_data)
         acc.add_data(pilot_data)
         fixed = K * 8 + K * O * 8 * (6 + bins + 2)
         rest = self.map(pilot_n, self.n, lambda d, a, b: self.batch(d, a, b, acc),
                         self.item_bytes(False), fixed_bytes=fixed)
-        status, why, firings = self._stitch_members(
-            [(s, EngineOutput(None, p.status, p.why, p.firings)) for s, p in pilot] + rest)
+        status, why, firings = self._stitch_members(pilot + rest)
         ok = int((status == 0).sum())
         summary = acc.summary(ok, self.n - ok)
         meta = self._metadata(firings)

@@ -6,6 +6,11 @@ in any trajectory. Launch shapes: `block` threads per block from the options or
 tuning.DEFAULT_BLOCK; the fat layout shrinks the block until its shared memory fits
 the device (at least tuning.MIN_BLOCK threads, else a DeviceError that suggests
 --layout thin).
+
+Trajectories: the kernel writes out[(k * O + j) * n + i] (time k, output j,
+realisation i; coalesced); sbmlgpu.runtime.layout.member_major turns that into
+(realisations, times, outputs) on the device and copies it back in one block,
+straight into the caller's `destination` rows when the engine computes in double.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sbmlgpu.errors import DeviceError
+from sbmlgpu.runtime.layout import member_major
 
 from . import tuning
 from .codegen import Variant
@@ -77,14 +83,20 @@ class GpuEngine:
     def bytes_per_item(self, n_times: int, trajectories: bool) -> int:
         real = np.dtype(self.real).itemsize
         scratch = (self.n_states + self.n_reactions) * real if self.variant.layout == "thin" else 0
-        out = n_times * self.n_outputs * real if trajectories else 0
+        # trajectories: the kernel's output and member_major's scratch of the same size
+        out = 2 * n_times * self.n_outputs * real if trajectories else 0
         return out + 4 + 4 + 8 + self.n_varied * real + scratch
 
     # -- launches ----------------------------------------------------------------------
     def run(self, device, seed: int, first_item: int, n: int, ptab: np.ndarray,
-            times: np.ndarray, max_firings: int, profiler=None, summary=None):
+            times: np.ndarray, max_firings: int, profiler=None, summary=None,
+            destination: np.ndarray | None = None):
         """Trajectories (summary None) or on-GPU statistics (summary: the accumulator
-        whose shift and bins to use). Returns (EngineOutput, sums or None)."""
+        whose shift and bins to use). Returns (EngineOutput, sums or None, kernel ms).
+
+        Trajectories are (n, K, O) of the engine's real type: `destination` itself
+        when it is a C-contiguous (n, K, O) array of that type (rows of the caller's
+        float64 result), else a new array (float precision: the caller converts)."""
         shape = self.shape(device)
         grid = shape.grid(n)
         K, O = len(times), self.n_outputs
@@ -129,10 +141,18 @@ class GpuEngine:
                 status = device.from_device(status_b, (n,), np.int32)
                 why = device.from_device(why_b, (n,), np.int32)
                 firings = device.from_device(firings_b, (n,), np.uint64)
+                if profiler is not None:
+                    total = float(firings.sum())
+                    profiler.record_launch(
+                        kernel, timing, device, flops=self.flops_per_firing * total,
+                        bytes=self._bytes(n, K, total, summary is None),
+                        precision=self.variant.precision, start_s=started, firings=total,
+                        realisations=n, layout=self.variant.layout,
+                        method=self.variant.method)
                 data, sums_host = None, None
                 if summary is None:
-                    out = device.from_device(out_b, (K, O, n), self.real)
-                    data = np.ascontiguousarray(out.transpose(2, 0, 1), dtype=np.float64)
+                    data = member_major(device, out_b, n, (K, O), self.real,
+                                        profiler=profiler, destination=destination)
                 else:
                     sums_host = (device.from_device(sums[0], (K, O), np.float64),
                                  device.from_device(sums[1], (K, O), np.float64),
@@ -142,13 +162,6 @@ class GpuEngine:
         finally:
             for b in buffers:
                 b.free()
-        if profiler is not None:
-            total = float(firings.sum())
-            profiler.record_launch(
-                kernel, timing, device, flops=self.flops_per_firing * total,
-                bytes=self._bytes(n, K, total, summary is None),
-                precision=self.variant.precision, start_s=started, firings=total,
-                realisations=n, layout=self.variant.layout, method=self.variant.method)
         return (EngineOutput(data, status.astype(np.int8), why, firings, None), sums_host,
                 timing.ms)
 
