@@ -22,12 +22,31 @@ def load(source, *, validate: bool = True) -> Network:
     return _load(source, validate=validate)
 
 
-from .api import run  # noqa: E402
+from .api import run, task_function  # noqa: E402
+from .results import (DbnResult, Paving, Result, StateDistribution,  # noqa: E402
+                      TimeCourseResult)
+from .tasks import DbnApproximation, Estimation, SteadyState, TimeCourse  # noqa: E402
 
+#: one function per task (sbmlgpu.tasks), generated from the task's fields
+steady_state = task_function(SteadyState)
+estimate = task_function(Estimation)
+dbn = task_function(DbnApproximation)
 
 __all__ = [
     "load",
     "run",
+    "steady_state",
+    "estimate",
+    "dbn",
+    "TimeCourse",
+    "SteadyState",
+    "Estimation",
+    "DbnApproximation",
+    "Result",
+    "TimeCourseResult",
+    "StateDistribution",
+    "Paving",
+    "DbnResult",
     "Network",
     "SbmlGpuError",
     "SBMLImportError",

@@ -1,13 +1,18 @@
-"""`sbmlgpu.run(...)`: the one call behind `sbmlgpu run` and the Python API.
+"""The Python API: `sbmlgpu.run(...)` and one function per task, all through `execute`.
 
-load -> plugin IR passes -> backend.supports -> options -> devices -> compile ->
-program.run(scheduler, profiler) -> Result, with kept sources and profile files.
+load -> plugin IR passes -> the backend for the task -> backend.supports -> options ->
+task.bind(network) (every SBML id checked once, here) -> devices -> compile ->
+program.run(task, scheduler, profiler) -> a result of the task's kind, with its
+provenance, kept sources and profile files.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import logging
+import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -15,16 +20,18 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from . import plugin_manager
-from .backend import Backend, BackendOptions, RunRequest
-from .ensemble import check_ids, unknown_id_error
+from .backend import Backend, BackendOptions
+from .ensemble import unknown_id_error
 from .errors import OptionError
 from .ir import Network
 from .profile import Profiler
 from .results import Result
 from .schedule import Scheduler
+from .tasks import DEFAULT_POINTS, Task, TimeCourse, output_times  # noqa: F401 - re-exported
 
 log = logging.getLogger("sbmlgpu")
-DEFAULT_POINTS = 101
+
+
 @dataclass
 class RunOutcome:
     """What one run produced: the result, and for the CLI the profiler and files."""
@@ -43,23 +50,6 @@ def load_model(model) -> Network:
     return load(model)
 
 
-def output_times(start: float = 0.0, end: float | None = None, points: int | None = None,
-                 times: Sequence[float] | np.ndarray | None = None) -> np.ndarray:
-    """Either explicit `times` or `points` evenly spaced times from start to end."""
-    if times is not None:
-        if end is not None or points is not None:
-            raise OptionError("times", "give either times or start/end/points, not both")
-        return np.asarray(times, dtype=float)
-    if end is None:
-        raise OptionError("end", "give the end time (and points), or the output times")
-    points = DEFAULT_POINTS if points is None else points
-    if isinstance(points, bool) or not isinstance(points, (int, np.integer)) or points < 2:
-        raise OptionError("points", f"{points!r}: need an integer of at least 2")
-    if not (np.isfinite(start) and np.isfinite(end) and end > start):
-        raise OptionError("end", f"{end!r} must be a finite time after start {start!r}")
-    return np.linspace(float(start), float(end), int(points))
-
-
 def backend_options(backend: Backend, options) -> BackendOptions:
     """The backend's options from None, a mapping or an options object, validated."""
     cls = backend.options_class
@@ -73,11 +63,11 @@ def backend_options(backend: Backend, options) -> BackendOptions:
                                  f"mapping, not {type(options).__name__}")
 
 
-def ensemble_parameters(network: Network, parameters, n: int) -> tuple[dict | None, int]:
+def ensemble_parameters(parameters, n: int) -> tuple[dict | None, int]:
+    """(parameter sets as float arrays, ensemble size) from {id: values} and `n`."""
     if parameters is None:
         return None, n
     sets = {str(k): np.atleast_1d(np.asarray(v, dtype=float)) for k, v in parameters.items()}
-    check_ids(network, sets)
     lengths = {len(v) for v in sets.values()}
     if len(lengths) > 1:
         raise OptionError("parameters", f"the parameter arrays differ in length: "
@@ -118,17 +108,27 @@ def select_devices(device, backend: Backend) -> list:
     return list(runtime.get_devices([int(i) for i in indices]))
 
 
-def keep_sources(program, directory: str | Path, backend: str) -> list[Path]:
+def source_file_name(name: str, model_id: str) -> str:
+    """A kept source's file name: only its last path part (never a path out of the
+    folder), starting with the model's id so that kept kernels of several models
+    can share a folder."""
+    name = Path(name).name
+    model = re.sub(r"[^A-Za-z0-9_.-]", "_", model_id or "model")
+    return name if model in name else f"{model}_{name}"
+
+
+def keep_sources(program, directory: str | Path, backend: str,
+                 model_id: str = "model") -> list[Path]:
     directory = Path(directory)
     sources = getattr(program, "sources", None) or {}
     if not sources:
         log.warning(f"backend {backend!r} generated no source code on this path; "
-                 f"nothing to keep in {directory}")
+                    f"nothing to keep in {directory}")
         return []
     directory.mkdir(parents=True, exist_ok=True)
     written = []
     for name, text in sources.items():
-        path = directory / Path(name).name  # a name, never a path out of the folder
+        path = directory / source_file_name(name, model_id)
         path.write_text(text, encoding="utf-8")
         written.append(path)
     return written
@@ -146,33 +146,35 @@ def write_profile(profiler, path: str | Path) -> list[Path]:
     return [path, trace]
 
 
-def execute(model, backend: str = "reference", *, start: float = 0.0,
-            end: float | None = None, points: int | None = None, times=None,
-            parameters: Mapping[str, Sequence[float]] | None = None, n: int = 1, seed: int = 0,
-            summary: bool = False, outputs: Sequence[str] | None = None, options=None,
-            device="auto", keep_source: str | Path | None = None,
-            profile: str | Path | None = None, progress: bool = True) -> RunOutcome:
-    """`run()`, returning the profiler and the files written as well."""
+def execute(model, task: Task, backend: str | None = None, *, options=None, device="auto",
+            keep_source: str | Path | None = None, profile: str | Path | None = None
+            ) -> RunOutcome:
+    """Answer `task` for `model` with `backend` (None: the task's default, or the one
+    installed backend that implements it); the result, profiler and files written."""
+    started = time.perf_counter()
+    if not isinstance(task, Task):
+        raise OptionError("task", f"{task!r} is not a task (sbmlgpu.tasks)")
     network = plugin_manager.transform(load_model(model))
-    chosen = plugin_manager.backend(backend)
+    chosen = plugin_manager.backend_for(type(task), backend)
     chosen.check_supported(network)
     opts = backend_options(chosen, options)
-    sets, n = ensemble_parameters(network, parameters, n)
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise OptionError("n", f"{n!r}: the ensemble size must be a positive integer")
-    request = RunRequest(times=output_times(start, end, points, times), parameters=sets,
-                         n=int(n), seed=seed, outputs=check_outputs(network, outputs),
-                         summary=summary, progress=progress)
+    task.bind(network)
     devices = select_devices(device, chosen)
     program = chosen.compile(network, opts, devices[0] if devices else None)
     profiler = Profiler(observers=plugin_manager.profile_observers())
-    scheduler = Scheduler(devices=devices, progress=progress, profiler=profiler)
+    scheduler = Scheduler(devices=devices, progress=task.progress, profiler=profiler)
     try:
-        result = program.run(request, scheduler, profiler)
+        result = program.run(task, scheduler, profiler)
     finally:
         # after the run: backends generate kernels per run (they depend on which
         # parameters vary and on the outputs), and a failed run's kernels help most
-        files = keep_sources(program, keep_source, chosen.name) if keep_source else []
+        files = (keep_sources(program, keep_source, chosen.name, network.id)
+                 if keep_source else [])
+    expected = type(task).result_class
+    if not isinstance(result, expected):
+        raise plugin_manager.PluginError(
+            f"backend {chosen.name!r} answered a {task.kind} task with "
+            f"{type(result).__name__}, not {expected.__name__}")
     distribution, version = plugin_manager.provider(chosen.name)
     from . import __version__
 
@@ -180,9 +182,15 @@ def execute(model, backend: str = "reference", *, start: float = 0.0,
         "model": network.id, "source": network.source, "backend": chosen.name,
         "plugin": f"{distribution} {version}".strip(),
         "device": ", ".join(d.properties.name for d in devices) or "cpu",
-        "options": dataclasses.asdict(opts), "seed": seed, "members": request.n,
-        "sbmlgpu": __version__, **(result.metadata or {}),
+        "options": dataclasses.asdict(opts), "seed": getattr(task, "seed", None),
+        "task": task.describe(), "sbmlgpu": __version__,
+        **(result.metadata or {}),
+        "wall_seconds": time.perf_counter() - started,
     }
+    if isinstance(task, TimeCourse):
+        result.metadata["members"] = task.n
+        if task.parameters and not result.members:
+            result.members = dict(task.parameters)
     if profile:
         files += write_profile(profiler, profile)
     return RunOutcome(result, network, profiler, files)
@@ -198,17 +206,66 @@ def run(model, backend: str = "reference", *, start: float = 0.0, end: float | N
 
     Output times: `times`, or `points` (default 101) evenly spaced from `start` to
     `end`. Ensemble: `parameters` {SBML id: one value per member} (see
-    sbmlgpu.ensemble for tables and sampling), or `n` members at nominal values
+    sbmlgpu.ensemble for tables and sampling), or `n` members at the model's values
     (stochastic backends). `summary`: keep mean/sd/quantiles instead of every
-    trajectory. `options`: the backend's options (mapping or its options
-    dataclass). `device`: "auto" (a GPU if there is one, else the CPU path),
-    "cpu", or GPU indices. `keep_source`: a folder for the generated kernels.
-    `profile`: a JSON file for the launch records (plus a Chrome trace beside it).
+    trajectory. `outputs`: names to report (`S1`, `[S1]`, `amount(S1)`). `options`:
+    the backend's options (mapping or its options dataclass). `device`: "auto" (a
+    GPU if there is one, else the CPU path), "cpu", or GPU indices. `keep_source`: a
+    folder for the generated kernels. `profile`: a JSON file for the launch records
+    (plus a Chrome trace beside it).
 
-    Raises UnsupportedModelError before anything runs if the backend refuses the
-    model, OptionError naming a bad option, DeviceError, SBMLImportError.
+    Returns a TimeCourseResult. Raises UnsupportedModelError before anything runs
+    if the backend refuses the model, OptionError naming a bad option, DeviceError,
+    SBMLImportError.
     """
-    return execute(model, backend, start=start, end=end, points=points, times=times,
-                   parameters=parameters, n=n, seed=seed, summary=summary, outputs=outputs,
-                   options=options, device=device, keep_source=keep_source,
-                   profile=profile, progress=progress).result
+    task = time_course(start=start, end=end, points=points, times=times, parameters=parameters,
+                       n=n, seed=seed, summary=summary, outputs=outputs, progress=progress)
+    return execute(model, task, backend, options=options, device=device,
+                   keep_source=keep_source, profile=profile).result
+
+
+def time_course(*, start=0.0, end=None, points=None, times=None, parameters=None,
+                n: int = 1, seed: int = 0, summary: bool = False, outputs=None,
+                progress: bool = True) -> TimeCourse:
+    """The TimeCourse task that `run()` answers (its ids are checked when it runs)."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise OptionError("n", f"{n!r}: the ensemble size must be a positive integer")
+    sets, n = ensemble_parameters(parameters, n)
+    return TimeCourse(times=output_times(start, end, points, times), parameters=sets,
+                      n=int(n), seed=seed, outputs=None if outputs is None else tuple(outputs),
+                      summary=summary, progress=progress)
+
+
+def task_function(task_cls: type[Task]):
+    """The Python function of a task: `sbmlgpu.<task.function>(model, backend=None,
+    *, <the task's fields>, options=None, device="auto", keep_source=None,
+    profile=None, progress=True)`, returning the task's result."""
+    fields = [f for f in dataclasses.fields(task_cls) if f.init and f.name != "progress"]
+
+    def function(model, backend: str | None = None, *, options=None, device="auto",
+                 keep_source=None, profile=None, progress: bool = True, **settings):
+        task = task_cls.from_mapping({**settings, "progress": progress})
+        return execute(model, task, backend, options=options, device=device,
+                       keep_source=keep_source, profile=profile).result
+
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    parameters = [inspect.Parameter("model", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+                  inspect.Parameter("backend", inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                    default=None)]
+    for f in fields:
+        default = (f.default if f.default is not dataclasses.MISSING
+                   else f.default_factory())  # type: ignore[misc]
+        parameters.append(inspect.Parameter(f.name, keyword, default=default))
+    parameters += [inspect.Parameter(n, keyword, default=d) for n, d in
+                   (("options", None), ("device", "auto"), ("keep_source", None),
+                    ("profile", None), ("progress", True))]
+    function.__signature__ = inspect.Signature(parameters)
+    function.__name__ = function.__qualname__ = task_cls.function
+    lines = [f"{task_cls.title[0].upper()}{task_cls.title[1:]}.", "", task_cls.description,
+             "", f"Returns a {task_cls.result_class.__name__}. Settings:"]
+    lines += [f"    {f.name}: {f.metadata.get('help', '')}"
+              + (" (required)" if f.metadata.get("required") else "") for f in fields]
+    lines += ["", "backend: a backend that implements this task (default: the only "
+                  "installed one); options, device, keep_source, profile: as for run()."]
+    function.__doc__ = "\n".join(lines)
+    return function

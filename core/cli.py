@@ -1,4 +1,5 @@
-"""The `sbmlgpu` command: backends, run, info, testsuite (docs/cli.md).
+"""The `sbmlgpu` command: backends, info, testsuite, and one command per task (docs/cli.md):
+run, steady-state, estimate, dbn, where an installed backend computes it.
 
 Every SbmlGpuError becomes one message on stderr and a non-zero exit status;
 `--debug` shows the traceback instead.
@@ -39,21 +40,13 @@ def _command(argv: list[str]) -> str | None:
     return next((a for a in argv if not a.startswith("-")), None)
 
 
-def _peek_backend(argv: list[str]) -> str:
+def _peek_backend(argv: list[str]) -> str | None:
     for k, a in enumerate(argv):
         if a == "--backend" and k + 1 < len(argv):
             return argv[k + 1]
         if a.startswith("--backend="):
             return a.split("=", 1)[1]
-    return "reference"
-
-
-def _float_list(text: str) -> list[float]:
-    try:
-        return [float(x) for x in text.replace(" ", "").split(",") if x]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of "
-                                         f"numbers") from None
+    return None
 
 
 def _int_list(text: str) -> list[int]:
@@ -64,63 +57,38 @@ def _int_list(text: str) -> list[int]:
                                          f"GPU indices") from None
 
 
-def _id_list(text: str) -> list[str]:
-    return [x for x in text.replace(" ", "").split(",") if x]
+def _default_backend_text(task_cls) -> str:
+    if task_cls.default_backend:
+        return task_cls.default_backend
+    return "the only installed backend that computes it"
 
 
-def _add_run(sub, argv: list[str]) -> None:
+def _add_task_command(sub, task_cls, argv: list[str]) -> None:
+    """The subcommand of one task: model, backend, the task's own flags, output,
+    devices, and the options of the backend it will run (the named or default one)."""
     from . import plugin_manager
-    from .cli_options import add_backend_options
+    from .cli_options import add_backend_options, add_task_arguments
 
     p = sub.add_parser(
-        "run", help="simulate a model (time courses of one run or an ensemble)",
-        description="Simulate MODEL with a backend and write the result to OUTDIR. "
-                    "Output times: --start/--end/--points or --times. An ensemble comes from "
-                    "a parameter table, sampled distributions, a PEtab parameter table, or "
-                    "--ensemble N members at nominal values (stochastic backends).",
-        epilog="Prints the path of every file it writes. Exit status: 0 when at least one "
-               "member succeeded (failed members are listed on stderr), 1 when all failed, "
-               "2 for bad input (the message says what and where).")
+        task_cls.command, help=task_cls.title,
+        description=f"{task_cls.description} Writes the result to OUTDIR.",
+        epilog="Prints the path of every file it writes. Exit status: 0 on success (for an "
+               "ensemble: when at least one member succeeded; failed members are listed on "
+               "stderr), 1 when every member failed, 2 for bad input (the message says what "
+               "and where).")
     p.add_argument("model", metavar="MODEL", help="SBML file")
-    p.add_argument("--backend", default="reference", metavar="NAME",
-                   help="backend to run (see `sbmlgpu backends`) [default: reference]")
-    t = p.add_argument_group("output times")
-    t.add_argument("--start", type=float, default=0.0, help="first output time [default: 0]")
-    t.add_argument("--end", type=float, help="last output time (required unless --times)")
-    t.add_argument("--points", type=int,
-                   help="number of evenly spaced output times, start and end included "
-                        "[default: 101]")
-    t.add_argument("--times", type=_float_list, metavar="LIST",
-                   help="explicit output times, comma-separated (instead of start/end/points)")
-    e = p.add_argument_group("ensembles")
-    e.add_argument("--ensemble", type=int, metavar="N",
-                   help="number of members (with --sample/--petab-parameters, or repeated "
-                        "runs of a stochastic backend) [default: 1, or the table's rows]")
-    e.add_argument("--parameters", metavar="TABLE",
-                   help="parameter sets: CSV with a header of SBML ids and one row per member, "
-                        "or NPZ with one array per id")
-    e.add_argument("--sample", action="append", default=[], metavar="ID=SPEC",
-                   help="sample an SBML id from uniform:LOW:HIGH, loguniform:LOW:HIGH or "
-                        "normal:MEAN:SD[:LOW:HIGH] (repeatable; needs --ensemble or a table)")
-    e.add_argument("--petab-parameters", metavar="TSV",
-                   help="PEtab parameter table: estimated parameters sampled uniformly within "
-                        "their bounds on their parameterScale, the others at nominalValue")
-    e.add_argument("--seed", type=int, default=0,
-                   help="seed of the random streams (Philox keyed by seed and SBML id / "
-                        "member) [default: 0]")
-    e.add_argument("--summary", action="store_true",
-                   help="keep the ensemble mean, sd and quantiles (over members that "
-                        "succeeded) instead of every trajectory")
+    able = ", ".join(plugin_manager.backends_for(task_cls.kind)) or "none installed"
+    p.add_argument("--backend", default=None, metavar="NAME",
+                   help=f"backend to run (installed for this task: {able}) "
+                        f"[default: {_default_backend_text(task_cls)}]")
+    add_task_arguments(p, task_cls)
     o = p.add_argument_group("output")
-    o.add_argument("--outputs", type=_id_list, metavar="IDS",
-                   help="comma-separated SBML ids to report [default: the backend's choice, "
-                        "usually every species and every variable that changes]")
     o.add_argument("-o", "--outdir", required=True, metavar="OUTDIR",
                    help="folder for the result files (created if missing)")
-    formats = list(plugin_manager.writers())
+    formats = list(plugin_manager.writers(task_cls.kind))
     o.add_argument("--format", default="csv", choices=formats,
                    help="result file format (plugins may add more) [default: csv]")
-    o.add_argument("--plot", action="store_true", help="also write a PNG plot of the time courses")
+    o.add_argument("--plot", action="store_true", help="also write a PNG plot of the result")
     o.add_argument("--profile", metavar="FILE.json",
                    help="write the per-launch profile as JSON, a Chrome trace beside it "
                         "(FILE.trace.json), and print the summary table")
@@ -130,8 +98,8 @@ def _add_run(sub, argv: list[str]) -> None:
     d.add_argument("--cpu", action="store_true", help="use the CPU path even if a GPU is present")
     d.add_argument("--devices", type=_int_list, metavar="LIST",
                    help="GPU indices to use, comma-separated [default: all]")
-    add_backend_options(p, plugin_manager.backend(_peek_backend(argv)))
-    p.set_defaults(func=cmd_run)
+    add_backend_options(p, plugin_manager.backend_for(task_cls, _peek_backend(argv)))
+    p.set_defaults(func=cmd_task, task_cls=task_cls)
 
 
 def _add_testsuite(sub, load: bool) -> None:
@@ -158,8 +126,12 @@ def _missing(message: str) -> int:
 
 
 def build_parser(argv: list[str]) -> argparse.ArgumentParser:
-    """The parser for this command line: `run` gets the options of the backend that
-    `--backend` names; `testsuite` loads its module only when it is the command."""
+    """The parser for this command line: one subcommand per task that an installed
+    backend computes (the one being run gets the options of its backend);
+    `testsuite` loads its module only when it is the command."""
+    from . import plugin_manager
+    from .tasks import TASKS
+
     parser = argparse.ArgumentParser(
         prog="sbmlgpu", description="Ensemble analyses of SBML models on GPUs.",
         epilog="`sbmlgpu COMMAND --help` describes each command; docs/cli.md has examples.")
@@ -167,15 +139,21 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true",
                         help="show Python tracebacks instead of one-line error messages")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    b = sub.add_parser("backends", help="list the installed backends and the plugins providing them",
-                       description="List every installed backend: name, description, and the "
-                                   "distribution and version of the plugin providing it.")
+    b = sub.add_parser("backends", help="list the installed backends, the tasks each computes "
+                                        "and the plugins providing them",
+                       description="List every installed backend: name, description, the "
+                                   "tasks it computes, and the distribution and version of "
+                                   "the plugin providing it; then any broken plugin.")
     b.set_defaults(func=cmd_backends)
     command = _command(argv)
-    if command == "run":
-        _add_run(sub, argv)
-    else:  # listed in --help without loading plugins' options
-        sub.add_parser("run", help="simulate a model (time courses of one run or an ensemble)")
+    available = plugin_manager.task_kinds()
+    for task_cls in TASKS:
+        if task_cls.kind not in available:
+            continue  # no installed backend computes it: no command that could only fail
+        if command == task_cls.command:
+            _add_task_command(sub, task_cls, argv)
+        else:  # listed in --help without building the backend's options
+            sub.add_parser(task_cls.command, help=task_cls.title)
     i = sub.add_parser("info", help="what a model contains and which backends accept it",
                        description="Print the model's size, the SBML features it uses with the "
                                    "ids of the elements using them, and which installed backends "
@@ -189,18 +167,27 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
 # -- commands -------------------------------------------------------------------------
 def cmd_backends(args) -> int:
     from . import plugin_manager
+    from .tasks import task_class
 
     entries = plugin_manager.backend_entries()
     if not entries:
         print("no backends installed (a backend plugin registers in the entry-point group "
               "'sbmlgpu')")
-        return 0
-    width = max(len(n) for n in entries)
+    width = max((len(n) for n in entries), default=0)
     for name, entry in entries.items():
         backend = entry.value
+        commands = ", ".join(f"{task_class(k).command} ({k})" if k != task_class(k).command
+                             else k for k in backend.task_kinds)
         print(f"{name:<{width}}  {backend.description}")
+        print(f"{'':<{width}}  tasks: {commands}")
         print(f"{'':<{width}}  plugin: {entry.origin} (entry point {entry.plugin!r})")
-    print("\noptions of a backend: sbmlgpu run --backend NAME --help")
+    broken = plugin_manager.problems()
+    if broken:
+        print("\nplugins with problems (skipped):")
+        for message in broken:
+            print(f"  {message}")
+    if entries:
+        print("\noptions of a backend: sbmlgpu COMMAND --backend NAME --help")
     return 0
 
 
@@ -215,31 +202,26 @@ def _report_failures(result) -> None:
         print(f"  ... and {len(failures) - 5} more", file=sys.stderr)
 
 
-def cmd_run(args) -> int:
-    from . import api, ensemble, load, plugin_manager
-    from .cli_options import collected_options
+def cmd_task(args) -> int:
+    """Any task's command: build the task from the flags, run it, write the result."""
+    from . import api, load, plugin_manager
+    from .cli_options import collected_options, collected_task_fields
+    from .results import TimeCourseResult
 
-    if args.times is not None and (args.end is not None or args.points is not None):
-        raise OptionError("times", "give either --times or --start/--end/--points")
+    task_cls = args.task_cls
     network = load(args.model)
-    parameters, n, notes = ensemble.combine(
-        network, table=args.parameters, samples=args.sample, petab=args.petab_parameters,
-        n=args.ensemble, seed=args.seed)
-    for note in notes:
-        print(f"sbmlgpu: {note}", file=sys.stderr)
+    values = collected_task_fields(args, task_cls)
+    task = task_cls.from_arguments({**values, "progress": not args.no_progress}, args, network)
     device = "cpu" if args.cpu else (args.devices if args.devices else "auto")
     outdir = Path(args.outdir)
-    outcome = api.execute(
-        network, args.backend, start=args.start, end=args.end, points=args.points,
-        times=args.times, parameters=parameters, n=n, seed=args.seed, summary=args.summary,
-        outputs=args.outputs, options=collected_options(args), device=device,
-        keep_source=args.keep_source, profile=args.profile, progress=not args.no_progress)
+    outcome = api.execute(network, task, args.backend, options=collected_options(args),
+                          device=device, keep_source=args.keep_source, profile=args.profile)
     result = outcome.result
     outdir.mkdir(parents=True, exist_ok=True)
     stem = Path(args.model).stem
     files = list(outcome.files)
-    files += result.write(outdir / (stem + plugin_manager.writer_suffix(args.format)),
-                          args.format)
+    suffix = plugin_manager.writer_suffix(task_cls.kind, args.format)
+    files += result.write(outdir / (stem + suffix), args.format)
     if args.plot:
         png = outdir / f"{stem}.png"
         result.plot(png)
@@ -248,8 +230,10 @@ def cmd_run(args) -> int:
         print(f"wrote {path}")
     if args.profile and outcome.profiler is not None:
         print(outcome.profiler.summary_table())
-    _report_failures(result)
-    return EXIT_RUN_FAILED if result.n_failed == result.n_members else 0
+    if isinstance(result, TimeCourseResult):
+        _report_failures(result)
+        return EXIT_RUN_FAILED if result.n_failed == result.n_members else 0
+    return 0
 
 
 def _ids(ids, limit: int = 12) -> str:
@@ -284,7 +268,7 @@ def cmd_info(args) -> int:
             print(f"  {name:<{width}}  cannot check: {exc}")
             continue
         if not refused:
-            print(f"  {name:<{width}}  accepts")
+            print(f"  {name:<{width}}  accepts ({', '.join(entry.value.task_kinds)})")
         else:
             reasons = "; ".join(f"{f} ({_ids(list(ids), 6)})" if ids else f for f, ids in refused)
             print(f"  {name:<{width}}  refuses: {reasons}")

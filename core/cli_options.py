@@ -1,8 +1,9 @@
-"""Command-line options built from a backend's options dataclass.
+"""Command-line flags built from declared fields (sbmlgpu.settings): backend options and tasks.
 
-Every field declared with `sbmlgpu.backend.option(...)` becomes `--name-with-dashes`
-with the field's type, its help text, choices, limits and default; a name that
-clashes with one of `sbmlgpu run`'s own options becomes `--BACKEND-name`.
+Every field declared with `setting(...)` / `option(...)` becomes `--name-with-dashes`
+(or its `flag`) with the field's type, its help text, choices, limits and default;
+a repeatable field (`collect`) takes the flag several times. A backend option whose
+name clashes with a flag the command already has becomes `--BACKEND-name`.
 """
 
 from __future__ import annotations
@@ -11,11 +12,13 @@ import argparse
 import dataclasses
 import types
 import typing
-from typing import Any
+from typing import Any, Callable
 
-from .backend import Backend
+from .errors import OptionError
+from .settings import option_name
 
-DEST_PREFIX = "backend_option__"
+BACKEND_DEST = "backend_option__"
+TASK_DEST = "task_field__"
 
 
 def _unwrap_optional(tp):
@@ -25,6 +28,18 @@ def _unwrap_optional(tp):
         if len(args) == 1:
             return args[0]
     return tp
+
+
+def argument_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """`parse` for argparse: its ValueError/OptionError becomes a usage error (exit 2)
+    that quotes the bad text."""
+    def convert(text: str):
+        try:
+            return parse(text)
+        except (ValueError, OptionError) as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    convert.__name__ = getattr(parse, "__name__", "value")
+    return convert
 
 
 def _argument_kind(tp) -> tuple[Any, dict]:
@@ -42,6 +57,14 @@ def _argument_kind(tp) -> tuple[Any, dict]:
     return str, {}
 
 
+def _default(f: dataclasses.Field):
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+        return f.default_factory()  # type: ignore[misc]
+    return None
+
+
 def _help(f: dataclasses.Field) -> str:
     meta = f.metadata
     text = meta.get("help", "")
@@ -52,46 +75,91 @@ def _help(f: dataclasses.Field) -> str:
         limits.append(f"at most {meta['maximum']:g}")
     if limits:
         text += f" ({', '.join(limits)})"
-    if f.default is not dataclasses.MISSING:
-        default = f.default
-    elif f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
-        default = f.default_factory()  # type: ignore[misc]
-    else:
-        default = None
-    if default is not None:
+    if meta.get("required"):
+        text += " (required)"
+    default = _default(f)
+    if default not in (None, {}, [], ()) and "[default:" not in text:
         text += f" [default: {default}]"
     return text.replace("%", "%%")
 
 
-def add_backend_options(parser: argparse.ArgumentParser, backend: Backend) -> list[str]:
-    """Add the backend's options as a group; returns the option strings added."""
-    cls = backend.options_class
+def add_settings(group, cls, dest_prefix: str, clash_prefix: str | None = None,
+                 parser: argparse.ArgumentParser | None = None) -> list[str]:
+    """Add a flag for every CLI field of the dataclass `cls` to `group`; returns the
+    flags added. A flag the parser already has becomes `--<clash_prefix>-name`."""
     hints = typing.get_type_hints(cls)
-    group = parser.add_argument_group(
-        f"options of backend {backend.name!r}",
-        f"{backend.description} (other backends: sbmlgpu run --backend NAME --help)")
+    owner = parser if parser is not None else group
     added = []
     for f in dataclasses.fields(cls):
-        if not f.metadata.get("cli", True):
+        meta = f.metadata
+        if not f.init or not meta.get("cli", True):
             continue
-        flag = "--" + f.name.replace("_", "-")
-        if flag in parser._option_string_actions:  # noqa: SLF001 - argparse offers no API
-            flag = f"--{backend.name}-{f.name.replace('_', '-')}"
-        kind, extra = _argument_kind(hints.get(f.name, str))
-        kwargs: dict[str, Any] = {"dest": DEST_PREFIX + f.name, "default": argparse.SUPPRESS,
-                                  "help": _help(f), **extra}
-        if kind is not None:
-            kwargs["type"] = kind
-            kwargs["metavar"] = f.name.upper()
-        if f.metadata.get("choices") is not None:
-            kwargs["choices"] = list(f.metadata["choices"])
-            kwargs.pop("metavar", None)
+        flag = "--" + option_name(f)
+        if flag in owner._option_string_actions and clash_prefix:  # noqa: SLF001 - no API
+            flag = f"--{clash_prefix}-{option_name(f)}"
+        kwargs: dict[str, Any] = {"dest": dest_prefix + f.name, "default": argparse.SUPPRESS,
+                                  "help": _help(f)}
+        if meta.get("parse") is not None:
+            kwargs["type"] = argument_type(meta["parse"])
+            kwargs["metavar"] = meta.get("metavar") or f.name.upper()
+            if meta.get("collect"):
+                kwargs["action"] = "append"
+        else:
+            kind, extra = _argument_kind(hints.get(f.name, str))
+            kwargs.update(extra)
+            if kind is not None:
+                kwargs["type"] = kind
+                kwargs["metavar"] = meta.get("metavar") or f.name.upper()
+            if meta.get("choices") is not None:
+                kwargs["choices"] = list(meta["choices"])
+                kwargs.pop("metavar", None)
         group.add_argument(flag, **kwargs)
         added.append(flag)
     return added
 
 
+def collected(args: argparse.Namespace, dest_prefix: str, cls=None) -> dict[str, Any]:
+    """{field name: value} of the fields given on the command line; repeatable fields
+    gathered (a "dict" field given the same key twice is an OptionError)."""
+    meta = {f.name: f.metadata for f in dataclasses.fields(cls)} if cls is not None else {}
+    out = {}
+    for key, value in vars(args).items():
+        if not key.startswith(dest_prefix):
+            continue
+        name = key[len(dest_prefix):]
+        collect = meta.get(name, {}).get("collect")
+        if collect == "dict":
+            gathered: dict = {}
+            for k, v in value:
+                if k in gathered:
+                    flag = meta[name].get("flag") or name.replace("_", "-")
+                    raise OptionError(flag, f"{k!r} is given twice")
+                gathered[k] = v
+            value = gathered
+        out[name] = value
+    return out
+
+
+def add_backend_options(parser: argparse.ArgumentParser, backend) -> list[str]:
+    """Add the backend's options as a group; returns the option strings added."""
+    group = parser.add_argument_group(
+        f"options of backend {backend.name!r}",
+        f"{backend.description} (other backends: sbmlgpu COMMAND --backend NAME --help)")
+    return add_settings(group, backend.options_class, BACKEND_DEST, backend.name, parser)
+
+
 def collected_options(args: argparse.Namespace) -> dict[str, Any]:
     """{field name: value} of the backend options given on the command line."""
-    return {key[len(DEST_PREFIX):]: value for key, value in vars(args).items()
-            if key.startswith(DEST_PREFIX)}
+    return collected(args, BACKEND_DEST)
+
+
+def add_task_arguments(parser: argparse.ArgumentParser, task_cls) -> list[str]:
+    """The task's own flags: generated from its fields, then its extra ones."""
+    group = parser.add_argument_group(f"{task_cls.kind} settings")
+    added = add_settings(group, task_cls, TASK_DEST, None, parser)
+    task_cls.add_extra_arguments(parser)
+    return added
+
+
+def collected_task_fields(args: argparse.Namespace, task_cls) -> dict[str, Any]:
+    return collected(args, TASK_DEST, task_cls)

@@ -1,8 +1,15 @@
 """The plugin manager: finds every plugin through the entry-point group `sbmlgpu`.
 
-Built-in backends (sbmlgpu.plugins.*) and third-party ones are found the same
-way, from the entry points in their distributions' metadata; core never imports a
-plugin package. Only core's own result writers are registered directly.
+Built-in backends (sbmlgpu.plugins.*) and third-party ones are found the same way,
+from the entry points in their distributions' metadata; core never imports a plugin
+package. Only core's own result writers are registered directly.
+
+A broken plugin never disables the tool: a plugin that fails to import, implements
+a hook sbmlgpu does not define, or raises in a hook is reported once on stderr
+(through the "sbmlgpu" logger), naming its distribution, and skipped; every other
+backend and command works. Two plugins that provide the same backend name or
+writer format are reported too, and neither is used for that name (which one was
+meant cannot be guessed).
 
 (Named plugin_manager, not plugins: `sbmlgpu.plugins` is the package of built-in
 backends.)
@@ -13,13 +20,14 @@ from __future__ import annotations
 import difflib
 import functools
 import importlib.metadata
+import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pluggy
 
 from . import hookspecs
-from .errors import OptionError, SbmlGpuError
+from .errors import OptionError, SbmlGpuError, UnsupportedModelError
 
 if TYPE_CHECKING:  # pragma: no cover
     from .backend import Backend
@@ -27,11 +35,12 @@ if TYPE_CHECKING:  # pragma: no cover
 
 GROUP = "sbmlgpu"
 CORE = "sbmlgpu (core)"
+TIME_COURSE = "time-course"
+log = logging.getLogger("sbmlgpu")
 
 
 class PluginError(SbmlGpuError):
-    """An installed plugin is broken: fails to import, returns the wrong thing, or
-    clashes with another plugin. Names the distributions involved."""
+    """An installed plugin is broken or misbehaves; names the distributions involved."""
 
 
 @dataclass(frozen=True)
@@ -48,54 +57,97 @@ class Provided:
         return f"{self.distribution} {self.version}".strip()
 
 
-def _check_entry_point_names() -> None:
-    # pluggy skips an entry point whose name is already registered, silently; a
-    # second distribution that reuses a name would vanish without a word.
-    seen: dict[str, str] = {}
+# -- problems: reported once per manager, kept for `sbmlgpu backends` ---------------------
+def problems(pm: pluggy.PluginManager | None = None) -> list[str]:
+    """What was wrong with the installed plugins (each skipped), in the order found."""
+    return list(getattr(pm or manager(), "sbmlgpu_problems", []))
+
+
+def _report(pm: pluggy.PluginManager, message: str) -> None:
+    found = pm.__dict__.setdefault("sbmlgpu_problems", [])
+    if message not in found:
+        found.append(message)
+        log.warning(message)
+
+
+def _loading_report(dist, ep, exc: BaseException) -> str:
+    return (f"plugin {ep.name!r} ({ep.value}) of distribution {dist.metadata['Name']} "
+            f"{dist.version} fails to load and was skipped: {type(exc).__name__}: {exc}")
+
+
+# -- loading ---------------------------------------------------------------------------------
+def _entry_points() -> list[tuple[Any, Any]]:
+    """(distribution, entry point) of the group, each distribution once. A name that two
+    distributions register cannot be told apart by pluggy (it keeps one silently):
+    those are returned under the key None to be reported."""
+    seen: dict[str, tuple[Any, Any]] = {}
+    clashes: dict[str, list[str]] = {}
+    names_done: set[tuple[str, str]] = set()
     for dist in importlib.metadata.distributions():
+        dist_name = dist.metadata["Name"]
         for ep in dist.entry_points:
-            if ep.group != GROUP:
+            if ep.group != GROUP or (dist_name, ep.name) in names_done:
                 continue
-            name = dist.metadata["Name"]
-            if ep.name in seen and seen[ep.name] != name:
-                raise PluginError(
-                    f"two distributions register the plugin name {ep.name!r} in the "
-                    f"entry-point group {GROUP!r}: {seen[ep.name]} and {name}; "
-                    f"uninstall one of them")
-            seen[ep.name] = name
+            names_done.add((dist_name, ep.name))
+            if ep.name in seen and seen[ep.name][0].metadata["Name"] != dist_name:
+                clashes.setdefault(ep.name, [seen[ep.name][0].metadata["Name"]]).append(dist_name)
+                continue
+            seen[ep.name] = (dist, ep)
+    out = [pair for name, pair in seen.items() if name not in clashes]
+    out += [(None, (name, dists)) for name, dists in clashes.items()]
+    return out
 
 
-def _find_broken_entry_point(error: Exception) -> str:
-    for dist in importlib.metadata.distributions():
-        for ep in dist.entry_points:
-            if ep.group == GROUP:
-                try:
-                    ep.load()
-                except Exception as exc:  # noqa: BLE001 - reporting which plugin broke
-                    return (f"the plugin {ep.name!r} ({ep.value}) of distribution "
-                            f"{dist.metadata['Name']} {dist.version} fails to load: "
-                            f"{type(exc).__name__}: {exc}")
-    return f"loading the plugins of entry-point group {GROUP!r} failed: {error}"
+def _load_entry_points(pm: pluggy.PluginManager) -> None:
+    for dist, ep in _entry_points():
+        if dist is None:
+            name, dists = ep
+            _report(pm, f"two distributions register the plugin name {name!r} in the "
+                        f"entry-point group {GROUP!r}: {' and '.join(dists)}; neither was "
+                        f"loaded (uninstall one of them)")
+            continue
+        if pm.get_plugin(ep.name) is not None or pm.is_blocked(ep.name):
+            continue
+        try:
+            plugin = ep.load()
+            pm.register(plugin, name=ep.name)
+        except Exception as exc:  # noqa: BLE001 - any failure of a plugin is reported
+            _report(pm, _loading_report(dist, ep, exc))
+            continue
+        pm._plugin_distinfo.append((plugin, dist))  # noqa: SLF001 - as pluggy's own loader
+    _drop_unknown_hooks(pm)
+
+
+def _drop_unknown_hooks(pm: pluggy.PluginManager) -> None:
+    """Unregister each plugin that implements a hook sbmlgpu does not define (a typo
+    such as `sbmlgpu_backend`), reporting it; pluggy would refuse all of them at once."""
+    origins = _origins(pm)
+    for name, plugin in list(pm.list_name_plugin()):
+        unknown = [h for h in _hook_names(plugin) if not hasattr(hookspecs, h)]
+        if unknown:
+            dist, version = origins.get(id(plugin), ("(registered directly)", ""))
+            pm.unregister(plugin)
+            _report(pm, f"plugin {name!r} ({dist} {version}) implements "
+                        f"{', '.join(unknown)}, which sbmlgpu does not define (a misspelt "
+                        f"hook?); it was skipped")
+
+
+def _hook_names(plugin) -> list[str]:
+    marker = f"{hookspecs.PROJECT}_impl"
+    return [n for n in dir(plugin) if n.startswith("sbmlgpu_")
+            and getattr(getattr(plugin, n, None), marker, None) is not None]
 
 
 def new_manager(entry_points: bool = True) -> pluggy.PluginManager:
     """A fresh manager with the hook specs and core's writers; with the installed
     plugins unless `entry_points` is False (tests register their own)."""
-    from . import result_writers
+    from .results import writers as core_writers
 
     pm = pluggy.PluginManager(hookspecs.PROJECT)
     pm.add_hookspecs(hookspecs)
-    pm.register(result_writers, name=CORE)
+    pm.register(core_writers, name=CORE)
     if entry_points:
-        _check_entry_point_names()
-        try:
-            pm.load_setuptools_entrypoints(GROUP)
-        except Exception as exc:  # noqa: BLE001 - a plugin's import error, reported as ours
-            raise PluginError(_find_broken_entry_point(exc)) from exc
-    try:
-        pm.check_pending()
-    except pluggy.PluginValidationError as exc:
-        raise PluginError(f"a plugin implements a hook sbmlgpu does not define: {exc}") from exc
+        _load_entry_points(pm)
     return pm
 
 
@@ -114,61 +166,77 @@ def _origins(pm: pluggy.PluginManager) -> dict[int, tuple[str, str]]:
     origins = {id(plugin): (dist.metadata["Name"], dist.version)
                for plugin, dist in pm.list_plugin_distinfo()}
     from . import __version__
-    from . import result_writers
-    origins[id(result_writers)] = ("sbmlgpu", __version__)
+    from .results import writers as core_writers
+    origins[id(core_writers)] = ("sbmlgpu", __version__)
     return origins
 
 
-def _collect(pm: pluggy.PluginManager, hook_name: str) -> list[tuple[Any, Provided]]:
-    """(answer, where it came from) per implementation, in registration order."""
+def _calls(pm: pluggy.PluginManager, hook_name: str):
+    """(implementation, distribution, version) per implementation of a hook, in
+    registration order, hook wrappers left out."""
     origins = _origins(pm)
-    out = []
     for impl in getattr(pm.hook, hook_name).get_hookimpls():
         if impl.hookwrapper or getattr(impl, "wrapper", False):
             continue
         dist, version = origins.get(id(impl.plugin), ("(registered directly)", ""))
+        yield impl, dist, version
+
+
+def _collect(pm: pluggy.PluginManager, hook_name: str, check) -> list[tuple[Any, Provided]]:
+    """(answer, where it came from) per implementation that answered well; one that
+    raises, or whose answer `check` refuses (ValueError), is reported and skipped."""
+    out = []
+    for impl, dist, version in _calls(pm, hook_name):
+        where = Provided(None, impl.plugin_name, dist, version)
         try:
             answer = impl.function()  # the collected hooks take no arguments
-        except SbmlGpuError:
-            raise
+            answer = check(answer, where)
         except Exception as exc:  # noqa: BLE001 - a plugin's bug, reported with its name
-            raise PluginError(f"plugin {impl.plugin_name} ({dist} {version}) failed in "
-                              f"{hook_name}(): {type(exc).__name__}: {exc}") from exc
-        out.append((answer, Provided(None, impl.plugin_name, dist, version)))
+            _report(pm, f"plugin {impl.plugin_name} ({where.origin}) failed in "
+                        f"{hook_name}() and was skipped: {type(exc).__name__}: {exc}")
+            continue
+        out.append((answer, where))
     return out
 
 
 def _entries(pm: pluggy.PluginManager | None, hook_name: str, what: str,
-             items) -> dict[str, Provided]:
+             check) -> dict[Any, Provided]:
     pm = pm or manager()
-    found: dict[str, Provided] = {}
-    for answer, where in _collect(pm, hook_name):
-        for name, value in items(answer, where):
-            if name in found:
-                first = found[name]
-                raise PluginError(
-                    f"two plugins provide the {what} {name!r}: {first.origin} "
-                    f"(plugin {first.plugin}) and {where.origin} (plugin {where.plugin}); "
-                    f"uninstall one of them")
+    found: dict[Any, Provided] = {}
+    clashing: dict[Any, list[Provided]] = {}
+    for answer, where in _collect(pm, hook_name, check):
+        for name, value in answer:
+            if name in found or name in clashing:
+                clashing.setdefault(name, [found.pop(name)] if name in found else [])
+                clashing[name].append(where)
+                continue
             found[name] = Provided(value, where.plugin, where.distribution, where.version)
+    for name, providers in clashing.items():
+        shown = " and ".join(f"{p.origin} (plugin {p.plugin})" for p in providers)
+        _report(pm, f"two plugins provide the {what} {name!r}: {shown}; neither is used "
+                    f"(uninstall one of them)")
+    pm.__dict__.setdefault("sbmlgpu_clashes", {}).update(
+        {(what, name): providers for name, providers in clashing.items()})
     return found
 
 
-def _backend_items(answer, where: Provided):
+# -- backends ------------------------------------------------------------------------------------
+def _backend_items(answer, where: Provided) -> list[tuple[str, "Backend"]]:
     from .backend import Backend
 
     if answer is None:
-        return
+        return []
     if isinstance(answer, Backend) or not isinstance(answer, (list, tuple)):
         answer = [answer]
+    out = []
     for backend in answer:
         if isinstance(backend, type) and issubclass(backend, Backend):
             backend = backend()
         if not isinstance(backend, Backend) or not getattr(backend, "name", None):
-            raise PluginError(
-                f"plugin {where.plugin} ({where.origin}) returned {backend!r} from "
-                f"sbmlgpu_backends(); expected named sbmlgpu.backend.Backend instances")
-        yield backend.name, backend
+            raise ValueError(f"returned {backend!r}; expected named sbmlgpu.backend.Backend "
+                             f"instances")
+        out.append((backend.name, backend))
+    return out
 
 
 def backend_entries(pm: pluggy.PluginManager | None = None) -> dict[str, Provided]:
@@ -182,16 +250,60 @@ def backends(pm: pluggy.PluginManager | None = None) -> dict[str, "Backend"]:
     return {name: e.value for name, e in backend_entries(pm).items()}
 
 
+def _unknown_backend(name: str, installed, pm) -> OptionError:
+    clash = getattr(pm or manager(), "sbmlgpu_clashes", {}).get(("backend", name))
+    if clash:
+        shown = " and ".join(p.origin for p in clash)
+        return OptionError("backend", f"{name!r} is provided by two plugins ({shown}); "
+                                      f"uninstall one of them")
+    close = difflib.get_close_matches(name, installed, n=3)
+    hint = f" (did you mean {', '.join(close)}?)" if close else ""
+    listing = ", ".join(installed) or "none: no backend plugin is installed"
+    return OptionError("backend", f"no backend {name!r}{hint}; installed: {listing}")
+
+
 def backend(name: str, pm: pluggy.PluginManager | None = None) -> "Backend":
     """The installed backend called `name`; an OptionError listing the installed
     ones (and the closest names) if there is none."""
     installed = backends(pm)
     if name in installed:
         return installed[name]
-    close = difflib.get_close_matches(name, installed, n=3)
-    hint = f" (did you mean {', '.join(close)}?)" if close else ""
-    listing = ", ".join(installed) or "none: no backend plugin is installed"
-    raise OptionError("backend", f"no backend {name!r}{hint}; installed: {listing}")
+    raise _unknown_backend(name, installed, pm)
+
+
+def backends_for(kind: str, pm: pluggy.PluginManager | None = None) -> dict[str, "Backend"]:
+    """{name: Backend} of the installed backends that implement task kind `kind`."""
+    return {n: b for n, b in backends(pm).items() if b.implements(kind)}
+
+
+def task_kinds(pm: pluggy.PluginManager | None = None) -> set[str]:
+    """The task kinds at least one installed backend implements."""
+    return {kind for b in backends(pm).values() for kind in b.task_kinds}
+
+
+def backend_for(task_cls, name: str | None = None,
+                pm: pluggy.PluginManager | None = None) -> "Backend":
+    """The backend that answers tasks of `task_cls`: `name`, else the task's default,
+    else the only installed backend that implements it; an OptionError otherwise."""
+    able = backends_for(task_cls.kind, pm)
+    if name is None:
+        default = task_cls.default_backend
+        if default is not None:
+            name = default
+        elif len(able) == 1:
+            return next(iter(able.values()))
+        elif not able:
+            raise OptionError("backend", f"no installed backend computes a {task_cls.kind} "
+                                         f"(`sbmlgpu backends` lists what each one does)")
+        else:
+            raise OptionError("backend", f"several backends compute a {task_cls.kind}: "
+                                         f"{', '.join(able)}; name one with --backend")
+    chosen = backend(name, pm)
+    if not chosen.implements(task_cls.kind):
+        others = f"; backends that do: {', '.join(able)}" if able else ""
+        raise OptionError("backend", f"backend {name!r} does not compute a {task_cls.kind} "
+                                     f"(it does: {', '.join(chosen.task_kinds)}){others}")
+    return chosen
 
 
 def provider(name: str, pm: pluggy.PluginManager | None = None) -> tuple[str, str]:
@@ -201,41 +313,47 @@ def provider(name: str, pm: pluggy.PluginManager | None = None) -> tuple[str, st
     return entry.distribution, entry.version
 
 
-def _writer_items(answer, where: Provided):
+# -- result writers ------------------------------------------------------------------------------
+def _writer_items(answer, where: Provided) -> list[tuple[tuple[str, str], Any]]:
+    """Writers keyed by (result kind, format); a plain format name means a time-course
+    writer (the form writers had before result kinds existed)."""
     if not answer:
-        return
+        return []
     if not isinstance(answer, dict):
-        raise PluginError(f"plugin {where.plugin} ({where.origin}) returned {answer!r} from "
-                          f"sbmlgpu_result_writers(); expected {{format: writer}}")
-    for fmt, writer in answer.items():
+        raise ValueError(f"returned {answer!r}; expected {{(kind, format): writer}}")
+    out = []
+    for key, writer in answer.items():
+        kind, fmt = (TIME_COURSE, key) if isinstance(key, str) else key
         if not callable(writer):
-            raise PluginError(f"plugin {where.plugin} ({where.origin}): the writer for "
-                              f"format {fmt!r} is not callable")
-        yield str(fmt), writer
+            raise ValueError(f"the writer for {kind} format {fmt!r} is not callable")
+        out.append(((str(kind), str(fmt)), writer))
+    return out
 
 
-def writer_entries(pm: pluggy.PluginManager | None = None) -> dict[str, Provided]:
+def writer_entries(pm: pluggy.PluginManager | None = None) -> dict[tuple[str, str], Provided]:
     return _entries(pm, "sbmlgpu_result_writers", "result format", _writer_items)
 
 
-def writers(pm: pluggy.PluginManager | None = None) -> dict[str, Any]:
-    """{format name: writer(result, path) -> list of paths written}."""
-    return {name: e.value for name, e in writer_entries(pm).items()}
+def writers(kind: str = TIME_COURSE, pm: pluggy.PluginManager | None = None) -> dict[str, Any]:
+    """{format name: writer(result, path) -> list of paths written} for one result kind."""
+    return {fmt: e.value for (k, fmt), e in writer_entries(pm).items() if k == kind}
 
 
-def writer_for(fmt: str, pm: pluggy.PluginManager | None = None):
-    known = writers(pm)
+def writer_for(kind: str, fmt: str, pm: pluggy.PluginManager | None = None):
+    known = writers(kind, pm)
     if fmt == "h5":
         fmt = "hdf5"
     if fmt not in known:
-        raise OptionError("format", f"no writer for {fmt!r}; known formats: {', '.join(known)}")
+        raise OptionError("format", f"no writer for {fmt!r} results of kind {kind}; known "
+                                    f"formats: {', '.join(known) or 'none'}")
     return known[fmt]
 
 
-def writer_suffix(fmt: str, pm: pluggy.PluginManager | None = None) -> str:
-    return getattr(writer_for(fmt, pm), "suffix", "." + fmt)
+def writer_suffix(kind: str, fmt: str, pm: pluggy.PluginManager | None = None) -> str:
+    return getattr(writer_for(kind, fmt, pm), "suffix", "." + fmt)
 
 
+# -- network passes and profile observers ----------------------------------------------------------
 def _transform_order(impls) -> list:
     # pluggy keeps implementations as [trylast..., plain..., tryfirst...], each group
     # in registration order; we apply tryfirst ones first, then plain, then trylast.
@@ -247,12 +365,24 @@ def _transform_order(impls) -> list:
 
 
 def transform(network: "Network", pm: pluggy.PluginManager | None = None) -> "Network":
-    """Apply every plugin's `sbmlgpu_transform_network` in registration order."""
+    """Apply every plugin's `sbmlgpu_transform_network` in registration order. A pass
+    may refuse the model (UnsupportedModelError); one that fails otherwise is
+    reported and skipped."""
     from .ir import Network
 
     pm = pm or manager()
+    origins = _origins(pm)
     for impl in _transform_order(pm.hook.sbmlgpu_transform_network.get_hookimpls()):
-        out = impl.function(network=network)
+        dist, version = origins.get(id(impl.plugin), ("(registered directly)", ""))
+        try:
+            out = impl.function(network=network)
+        except UnsupportedModelError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a plugin's bug, reported with its name
+            _report(pm, f"plugin {impl.plugin_name} ({dist} {version}) failed in "
+                        f"sbmlgpu_transform_network() and was skipped: "
+                        f"{type(exc).__name__}: {exc}")
+            continue
         if out is None:
             continue
         if not isinstance(out, Network):
@@ -262,15 +392,26 @@ def transform(network: "Network", pm: pluggy.PluginManager | None = None) -> "Ne
     return network
 
 
-def notify_profile_record(record, pm: pluggy.PluginManager | None = None) -> None:
-    """Hand one profiler record to every `sbmlgpu_profile_record` observer."""
-    (pm or manager()).hook.sbmlgpu_profile_record(record=record)
-
-
 def profile_observers(pm: pluggy.PluginManager | None = None) -> list:
-    """[callable(record)] for the profiler: empty when no plugin observes launches,
-    so that the profiler's hot path stays free."""
+    """[callable(record)] for the profiler, one per observing plugin: empty when none
+    observes launches, so that the profiler's hot path stays free. An observer that
+    raises is reported once and not called again."""
     pm = pm or manager()
-    if not pm.hook.sbmlgpu_profile_record.get_hookimpls():
-        return []
-    return [functools.partial(notify_profile_record, pm=pm)]
+    return [_guarded_observer(pm, impl, dist, version)
+            for impl, dist, version in _calls(pm, "sbmlgpu_profile_record")]
+
+
+def _guarded_observer(pm, impl, dist: str, version: str):
+    broken = []
+
+    def observe(record) -> None:
+        if broken:
+            return
+        try:
+            impl.function(record=record)
+        except Exception as exc:  # noqa: BLE001 - a plugin's bug, reported with its name
+            broken.append(exc)
+            _report(pm, f"plugin {impl.plugin_name} ({dist} {version}) failed in "
+                        f"sbmlgpu_profile_record() and is no longer called: "
+                        f"{type(exc).__name__}: {exc}")
+    return observe

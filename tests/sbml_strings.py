@@ -52,3 +52,38 @@ def model(species_xml: str, parameters_xml: str = "", reactions_xml: str = "", *
         parts.append(f"<listOfEvents>{events}</listOfEvents>")
     parts += ["</model>", "</sbml>"]
     return "\n".join(parts)
+
+
+# A -> B at rate k*A*c (c = 1): A(t) = 10 exp(-k t). The model of the CLI and plugin tests.
+DECAY_SBML = """<?xml version="1.0" encoding="UTF-8"?>
+<sbml xmlns="http://www.sbml.org/sbml/level3/version2/core" level="3" version="2">
+  <model id="decay">
+    <listOfCompartments><compartment id="c" size="1" constant="true"/></listOfCompartments>
+    <listOfSpecies>
+      <species id="A" compartment="c" initialConcentration="10" hasOnlySubstanceUnits="false"
+               boundaryCondition="false" constant="false"/>
+      <species id="B" compartment="c" initialConcentration="0" hasOnlySubstanceUnits="false"
+               boundaryCondition="false" constant="false"/>
+    </listOfSpecies>
+    <listOfParameters><parameter id="k" value="0.5" constant="true"/></listOfParameters>
+    <listOfReactions>
+      <reaction id="R1" reversible="false">
+        <listOfReactants><speciesReference species="A" stoichiometry="1" constant="true"/></listOfReactants>
+        <listOfProducts><speciesReference species="B" stoichiometry="1" constant="true"/></listOfProducts>
+        <kineticLaw><math xmlns="http://www.w3.org/1998/Math/MathML">
+          <apply><times/><ci>k</ci><ci>A</ci><ci>c</ci></apply>
+        </math></kineticLaw>
+      </reaction>
+    </listOfReactions>
+  </model>
+</sbml>
+"""
+
+
+def write_decay_model(folder) -> "Path":
+    """DECAY_SBML written to `folder`/decay.xml; returns the path."""
+    from pathlib import Path
+
+    path = Path(folder) / "decay.xml"
+    path.write_text(DECAY_SBML)
+    return path

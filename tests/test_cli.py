@@ -12,37 +12,13 @@ import pytest
 import sbmlgpu
 from sbmlgpu import cli, plugin_manager
 from sbmlgpu.results import read_npz
+from tests.sbml_strings import DECAY_SBML, write_decay_model
 
-DECAY_SBML = """<?xml version="1.0" encoding="UTF-8"?>
-<sbml xmlns="http://www.sbml.org/sbml/level3/version2/core" level="3" version="2">
-  <model id="decay">
-    <listOfCompartments><compartment id="c" size="1" constant="true"/></listOfCompartments>
-    <listOfSpecies>
-      <species id="A" compartment="c" initialConcentration="10" hasOnlySubstanceUnits="false"
-               boundaryCondition="false" constant="false"/>
-      <species id="B" compartment="c" initialConcentration="0" hasOnlySubstanceUnits="false"
-               boundaryCondition="false" constant="false"/>
-    </listOfSpecies>
-    <listOfParameters><parameter id="k" value="0.5" constant="true"/></listOfParameters>
-    <listOfReactions>
-      <reaction id="R1" reversible="false">
-        <listOfReactants><speciesReference species="A" stoichiometry="1" constant="true"/></listOfReactants>
-        <listOfProducts><speciesReference species="B" stoichiometry="1" constant="true"/></listOfProducts>
-        <kineticLaw><math xmlns="http://www.w3.org/1998/Math/MathML">
-          <apply><times/><ci>k</ci><ci>A</ci><ci>c</ci></apply>
-        </math></kineticLaw>
-      </reaction>
-    </listOfReactions>
-  </model>
-</sbml>
-"""
 
 
 @pytest.fixture
 def model(tmp_path):
-    path = tmp_path / "decay.xml"
-    path.write_text(DECAY_SBML)
-    return path
+    return write_decay_model(tmp_path)
 
 
 def run_main(capsys, *argv):
@@ -226,22 +202,14 @@ def test_info_lists_size_features_and_backends(capsys, model):
     assert "  reference  accepts" in out
 
 
-def test_info_says_why_a_backend_refuses(capsys, model, monkeypatch):
-    from tests.test_plugins import FakeBackend, Provides
+def test_info_says_why_a_backend_refuses(capsys, model, use_backends):
+    from tests.test_plugins import FakeBackend
 
     class Picky(FakeBackend):
         def supports(self, network):
             return [("reactions", tuple(r.id for r in network.reactions))]
 
-    class PickyPlugin:
-        @sbmlgpu.hookspecs.hookimpl
-        def sbmlgpu_backends(self):
-            return [Picky("picky")]
-
-    pm = plugin_manager.new_manager(entry_points=False)
-    pm.register(PickyPlugin(), name="picky")
-    pm.register(Provides("fine"), name="fine")
-    monkeypatch.setattr(plugin_manager, "manager", lambda: pm)
+    use_backends(Picky("picky"), FakeBackend("fine"))
     code, out, _ = run_main(capsys, "info", model)
     assert code == 0
     assert "  picky  refuses: reactions (R1)" in out

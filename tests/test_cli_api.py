@@ -13,7 +13,8 @@ from sbmlgpu.backend import Backend, BackendOptions, Program, option
 from sbmlgpu.errors import DeviceError, OptionError, UnsupportedModelError
 from sbmlgpu.hookspecs import hookimpl
 from sbmlgpu.ir import sym
-from sbmlgpu.results import Result
+from sbmlgpu.results import TimeCourseResult
+from sbmlgpu.tasks import TimeCourse
 
 
 def network():
@@ -45,7 +46,7 @@ class EchoProgram(Program):
         n = request.ensemble_size
         k = request.parameters["k"] if request.parameters else np.full(n, 0.5)
         data = self.options.scale * np.broadcast_to(k[:, None, None], (n, len(request.times), 1))
-        return Result(request.times, ("k",), data, metadata={"device": "echo-device"})
+        return TimeCourseResult(request.times, ("k",), data, metadata={"device": "echo-device"})
 
 
 class Echo(Backend):
@@ -67,18 +68,9 @@ class Echo(Backend):
 
 
 @pytest.fixture
-def echo(monkeypatch):
+def echo(use_backends):
     backend = Echo()
-
-    class Plugin:
-        @hookimpl
-        def sbmlgpu_backends(self):
-            return [backend]
-
-    pm = plugin_manager.new_manager(entry_points=False)
-    pm.register(Plugin(), name="echo-plugin")
-    monkeypatch.setattr(plugin_manager, "manager", lambda: pm)
-    return backend, pm
+    return backend, use_backends(backend)
 
 
 def test_output_times():
@@ -196,11 +188,12 @@ def test_gpu_indices_pick_devices(echo, monkeypatch):
         sbmlgpu.run(network(), "echo", end=1, device=[3])
 
 
-def test_keep_source_writes_each_kernel_inside_the_folder(echo, tmp_path):
-    outcome = api.execute(network(), "echo", end=1, points=2, device="cpu",
+def test_keep_source_writes_each_kernel_inside_the_folder_named_after_the_model(echo, tmp_path):
+    outcome = api.execute(network(), TimeCourse.between(end=1, points=2), "echo", device="cpu",
                           keep_source=tmp_path / "src")
     names = sorted(p.name for p in (tmp_path / "src").iterdir())
-    assert names == ["echo.cu", "escape.cu", "generated_by_run.cu"]  # kept after the run
+    # kept after the run, each named after the model (network id "m")
+    assert names == ["m_echo.cu", "m_escape.cu", "m_generated_by_run.cu"]
     assert not (tmp_path / "escape.cu").exists()
     assert set(outcome.files) == {tmp_path / "src" / n for n in names}
 

@@ -9,7 +9,7 @@ import pytest
 import sbmlgpu
 from sbmlgpu import hookspecs, ir, plugin_manager
 from sbmlgpu.backend import Backend, BackendOptions, option
-from sbmlgpu.errors import OptionError
+from sbmlgpu.errors import OptionError, UnsupportedModelError
 from sbmlgpu.hookspecs import hookimpl
 from sbmlgpu.plugin_manager import PluginError, new_manager
 
@@ -98,16 +98,18 @@ def test_unknown_backend_lists_installed_and_close_names():
     assert plugin_manager.backend("ssa", pm).name == "ssa"
 
 
-def test_duplicate_backend_names_both_distributions():
+def test_duplicate_backend_names_are_reported_and_neither_is_used():
     pm = new_manager(entry_points=False)
     a, b = Provides("dup"), Provides("dup", "other")
     pm.register(a, name="plugin-a")
     pm.register(b, name="plugin-b")
     with_distributions(pm, [(a, FakeDist("dist-one", "1.0")), (b, FakeDist("dist-two", "2.5"))])
-    with pytest.raises(PluginError) as e:
-        plugin_manager.backends(pm)
-    message = str(e.value)
+    assert set(plugin_manager.backends(pm)) == {"other"}  # the rest still works
+    [message] = plugin_manager.problems(pm)
     assert "'dup'" in message and "dist-one 1.0" in message and "dist-two 2.5" in message
+    with pytest.raises(OptionError, match="'dup' is provided by two plugins.*dist-one 1.0 "
+                                          "and dist-two 2.5"):
+        plugin_manager.backend("dup", pm)
 
 
 def test_backends_report_their_distribution():
@@ -118,7 +120,7 @@ def test_backends_report_their_distribution():
     assert plugin_manager.provider("alpha", pm) == ("sbmlgpu-alpha", "0.3")
 
 
-def test_a_plugin_returning_no_backend_objects_is_a_plugin_error():
+def test_a_plugin_returning_no_backend_objects_is_reported_and_skipped(caplog):
     class Bad:
         @hookimpl
         def sbmlgpu_backends(self):
@@ -126,11 +128,16 @@ def test_a_plugin_returning_no_backend_objects_is_a_plugin_error():
 
     pm = new_manager(entry_points=False)
     pm.register(Bad(), name="bad")
-    with pytest.raises(PluginError, match="plugin bad .*expected named sbmlgpu.backend.Backend"):
-        plugin_manager.backends(pm)
+    pm.register(Provides("good"), name="good-plugin")
+    with caplog.at_level("WARNING", logger="sbmlgpu"):
+        assert set(plugin_manager.backends(pm)) == {"good"}
+        plugin_manager.backends(pm)  # asked again: reported once
+    [message] = plugin_manager.problems(pm)
+    assert "plugin bad" in message and "expected named sbmlgpu.backend.Backend" in message
+    assert [r.getMessage() for r in caplog.records] == [message]
 
 
-def test_a_plugin_hook_that_raises_is_reported_with_its_name():
+def test_a_plugin_hook_that_raises_is_reported_with_its_name_and_skipped():
     class Crashing:
         @hookimpl
         def sbmlgpu_backends(self):
@@ -138,25 +145,54 @@ def test_a_plugin_hook_that_raises_is_reported_with_its_name():
 
     pm = new_manager(entry_points=False)
     pm.register(Crashing(), name="crashing")
-    with pytest.raises(PluginError, match="plugin crashing .*ImportError: no module named cupy"):
-        plugin_manager.backends(pm)
+    pm.register(Provides("good"), name="good-plugin")
+    assert set(plugin_manager.backends(pm)) == {"good"}
+    [message] = plugin_manager.problems(pm)
+    assert "plugin crashing" in message and "ImportError: no module named cupy" in message
 
 
-def test_entry_point_name_clash_between_distributions(monkeypatch):
+def test_entry_point_name_clash_between_distributions_loads_neither(monkeypatch):
     ep = lambda value: importlib.metadata.EntryPoint("same", value, "sbmlgpu")  # noqa: E731
     dists = [FakeDist("dist-x", "1", (ep("os"),)), FakeDist("dist-y", "2", (ep("sys"),))]
     monkeypatch.setattr(importlib.metadata, "distributions", lambda: dists)
-    with pytest.raises(PluginError, match="'same'.*dist-x and dist-y"):
-        new_manager()
+    pm = new_manager()
+    assert pm.get_plugin("same") is None
+    [message] = plugin_manager.problems(pm)
+    assert "'same'" in message and "dist-x and dist-y" in message
 
 
-def test_entry_point_that_fails_to_import_names_plugin_and_distribution(monkeypatch):
+def test_entry_point_that_fails_to_import_is_reported_with_its_distribution(monkeypatch):
     ep = importlib.metadata.EntryPoint("broken", "no_such_module_for_sbmlgpu_tests", "sbmlgpu")
-    dists = [FakeDist("sbmlgpu-broken", "0.9", (ep,))]
+    good = importlib.metadata.EntryPoint("good", "tests.test_plugins:GOOD_PLUGIN", "sbmlgpu")
+    dists = [FakeDist("sbmlgpu-broken", "0.9", (ep,)), FakeDist("sbmlgpu-good", "1.0", (good,))]
     monkeypatch.setattr(importlib.metadata, "distributions", lambda: dists)
-    with pytest.raises(PluginError, match="'broken'.*sbmlgpu-broken 0.9 fails to load: "
-                                          "ModuleNotFoundError"):
-        new_manager()
+    pm = new_manager()
+    [message] = plugin_manager.problems(pm)
+    assert "'broken'" in message and "sbmlgpu-broken 0.9 fails to load" in message
+    assert "ModuleNotFoundError" in message
+    assert plugin_manager.provider("good-one", pm) == ("sbmlgpu-good", "1.0")
+
+
+def test_a_plugin_with_a_misspelt_hook_is_reported_and_skipped(monkeypatch):
+    ep = importlib.metadata.EntryPoint("typo", "tests.test_plugins:TYPO_PLUGIN", "sbmlgpu")
+    good = importlib.metadata.EntryPoint("good", "tests.test_plugins:GOOD_PLUGIN", "sbmlgpu")
+    dists = [FakeDist("sbmlgpu-typo", "0.1", (ep, good))]
+    monkeypatch.setattr(importlib.metadata, "distributions", lambda: dists)
+    pm = new_manager()
+    assert pm.get_plugin("typo") is None and pm.get_plugin("good") is GOOD_PLUGIN
+    [message] = plugin_manager.problems(pm)
+    assert "'typo' (sbmlgpu-typo 0.1) implements sbmlgpu_backend, which sbmlgpu does not " \
+           "define" in message
+
+
+class _Typo:
+    @hookimpl
+    def sbmlgpu_backend(self):  # missing "s"
+        return []
+
+
+TYPO_PLUGIN = _Typo()
+GOOD_PLUGIN = Provides("good-one")
 
 
 def network():
@@ -192,6 +228,29 @@ def test_transforms_apply_in_registration_order_each_on_the_last_result():
     assert [p.id for p in out.parameters] == ["k", "early", "first", "second", "late"]
 
 
+def test_a_transform_that_raises_is_skipped_but_a_refusal_stops_the_run():
+    class Crashing:
+        @hookimpl
+        def sbmlgpu_transform_network(self, network):
+            raise KeyError("bug")
+
+    pm = new_manager(entry_points=False)
+    pm.register(Crashing(), name="crashing")
+    pm.register(adds_parameter("after"), name="one")
+    out = plugin_manager.transform(network(), pm)
+    assert [p.id for p in out.parameters] == ["k", "after"]
+    assert "plugin crashing" in plugin_manager.problems(pm)[0]
+
+    class Refusing:
+        @hookimpl
+        def sbmlgpu_transform_network(self, network):
+            raise UnsupportedModelError({"flux bounds": ("R1",)}, who="pass")
+
+    pm.register(Refusing(), name="refusing")
+    with pytest.raises(UnsupportedModelError, match="flux bounds"):
+        plugin_manager.transform(network(), pm)
+
+
 def test_a_transform_returning_something_else_is_a_plugin_error():
     class Wrong:
         @hookimpl
@@ -204,9 +263,11 @@ def test_a_transform_returning_something_else_is_a_plugin_error():
         plugin_manager.transform(network(), pm)
 
 
-def test_core_writers_and_plugin_writers_merge_and_clash(tmp_path):
+def test_core_writers_and_plugin_writers_merge_by_kind_and_clash(tmp_path):
     pm = new_manager(entry_points=False)
-    assert set(plugin_manager.writers(pm)) == {"csv", "npz", "hdf5"}
+    assert set(plugin_manager.writers("time-course", pm)) == {"csv", "npz", "hdf5"}
+    for kind in ("steady-state", "estimation", "dbn"):
+        assert set(plugin_manager.writers(kind, pm)) == {"csv", "npz", "hdf5"}
 
     def write_txt(result, path):
         path.write_text(repr(result))
@@ -214,12 +275,18 @@ def test_core_writers_and_plugin_writers_merge_and_clash(tmp_path):
     class Txt:
         @hookimpl
         def sbmlgpu_result_writers(self):
-            return {"txt": write_txt}
+            # a plain name is a time-course format; a (kind, format) pair is any kind's
+            return {"txt": write_txt, ("estimation", "svg"): write_txt}
 
     pm.register(Txt(), name="txt-plugin")
-    assert plugin_manager.writers(pm)["txt"] is write_txt
-    assert plugin_manager.writer_suffix("txt", pm) == ".txt"
-    assert plugin_manager.writer_suffix("hdf5", pm) == ".h5"
+    assert plugin_manager.writers("time-course", pm)["txt"] is write_txt
+    assert "txt" not in plugin_manager.writers("estimation", pm)
+    assert plugin_manager.writer_for("estimation", "svg", pm) is write_txt
+    assert plugin_manager.writer_suffix("time-course", "txt", pm) == ".txt"
+    assert plugin_manager.writer_suffix("time-course", "hdf5", pm) == ".h5"
+    assert plugin_manager.writer_suffix("estimation", "csv", pm) == ".paving.csv"
+    with pytest.raises(OptionError, match="no writer for 'svg' results of kind dbn"):
+        plugin_manager.writer_for("dbn", "svg", pm)
 
     class Csv:
         @hookimpl
@@ -229,8 +296,35 @@ def test_core_writers_and_plugin_writers_merge_and_clash(tmp_path):
     other = Csv()
     pm.register(other, name="csv-plugin")
     with_distributions(pm, [(other, FakeDist("sbmlgpu-csv2", "1.0"))])
-    with pytest.raises(PluginError, match="result format 'csv'.*sbmlgpu 0.1.0.*sbmlgpu-csv2 1.0"):
-        plugin_manager.writers(pm)
+    assert "csv" not in plugin_manager.writers("time-course", pm)  # neither is used
+    assert "npz" in plugin_manager.writers("time-course", pm)
+    message = plugin_manager.problems(pm)[-1]
+    assert "result format ('time-course', 'csv')" in message
+    assert "sbmlgpu 0.1.0" in message and "sbmlgpu-csv2 1.0" in message
+
+
+def test_an_observer_that_raises_is_reported_once_and_dropped():
+    pm = new_manager(entry_points=False)
+    seen = []
+
+    class Crashing:
+        @hookimpl
+        def sbmlgpu_profile_record(self, record):
+            raise RuntimeError("monitor down")
+
+    class Listener:
+        @hookimpl
+        def sbmlgpu_profile_record(self, record):
+            seen.append(record)
+
+    pm.register(Crashing(), name="crashing")
+    pm.register(Listener(), name="listener")
+    for observer in plugin_manager.profile_observers(pm):
+        observer({"kernel": "a"})
+        observer({"kernel": "b"})
+    assert seen == [{"kernel": "a"}, {"kernel": "b"}]
+    [message] = plugin_manager.problems(pm)
+    assert "plugin crashing" in message and "monitor down" in message
 
 
 def test_profile_observers_only_when_someone_listens():
@@ -244,7 +338,7 @@ def test_profile_observers_only_when_someone_listens():
             seen.append(record)
 
     pm.register(Listener(), name="listener")
-    [observer] = plugin_manager.profile_observers(pm)
+    [observer] = plugin_manager.profile_observers(pm)  # one per observing plugin
     observer({"kernel": "rhs", "ms": 1.5})
     assert seen == [{"kernel": "rhs", "ms": 1.5}]
 

@@ -5,7 +5,7 @@ import csv
 import numpy as np
 import pytest
 
-from sbmlgpu.results import Result, Status, Summary, read_hdf5, read_npz
+from sbmlgpu.results import Status, TimeCourseResult, Summary, read_hdf5, read_npz
 
 
 def ensemble_result(n=4, seed=1, failed=(2,)):
@@ -16,14 +16,14 @@ def ensemble_result(n=4, seed=1, failed=(2,)):
     for m in failed:
         status[m] = Status.step_size_underflow
         data[m, 3:] = np.nan
-    return Result(times, ("S1", "S2"), data, status,
+    return TimeCourseResult(times, ("S1", "S2"), data, status,
                   metadata={"model": "m", "backend": "fake", "seed": seed},
                   messages={m: "step size 1e-300 at t=0.6" for m in failed})
 
 
 def test_one_member_data_is_three_dimensional_and_named_access_works():
     t = np.array([0.0, 1.0, 2.0])
-    r = Result(t, ("A", "B"), np.column_stack([t, 2 * t]))
+    r = TimeCourseResult(t, ("A", "B"), np.column_stack([t, 2 * t]))
     assert r.data.shape == (1, 3, 2)
     assert r.n_members == 1 and r.n_failed == 0
     np.testing.assert_array_equal(r["B"], [[0.0, 2.0, 4.0]])
@@ -34,11 +34,11 @@ def test_one_member_data_is_three_dimensional_and_named_access_works():
 
 def test_shape_mismatch_is_refused():
     with pytest.raises(ValueError, match="expected"):
-        Result(np.arange(3.0), ("A",), np.zeros((1, 4, 1)))
+        TimeCourseResult(np.arange(3.0), ("A",), np.zeros((1, 4, 1)))
     with pytest.raises(ValueError, match="statuses"):
-        Result(np.arange(3.0), ("A",), np.zeros((2, 3, 1)), status=[0])
-    with pytest.raises(ValueError, match="status codes must be in 0..4"):
-        Result(np.arange(3.0), ("A",), np.zeros((1, 3, 1)), status=[7])
+        TimeCourseResult(np.arange(3.0), ("A",), np.zeros((2, 3, 1)), status=[0])
+    with pytest.raises(ValueError, match="status codes must be defined ones: ok=0"):
+        TimeCourseResult(np.arange(3.0), ("A",), np.zeros((1, 3, 1)), status=[7])
 
 
 def test_status_parse_and_messages_say_what_to_do():
@@ -87,7 +87,7 @@ def read_csv(path):
 def test_csv_one_member_is_time_then_columns(tmp_path):
     t = np.array([0.0, 0.5, 1.0])
     values = np.column_stack([np.exp(-t), 1 / 3 + t])
-    [path] = Result(t, ("A", "B"), values).to_csv(tmp_path / "r.csv")
+    [path] = TimeCourseResult(t, ("A", "B"), values).to_csv(tmp_path / "r.csv")
     header, table = read_csv(path)
     assert header == ["time", "A", "B"]
     np.testing.assert_array_equal(table, np.column_stack([t, values]))  # exact: repr round-trips
@@ -160,8 +160,8 @@ def test_plot_writes_a_png_with_band_and_members(tmp_path):
 
 
 def test_plot_band_is_between_quantiles_or_mean_plus_minus_sd():
-    from sbmlgpu.result_plot import band, band_name
-    from sbmlgpu.result_summary import Summary
+    from sbmlgpu.results.plot import band, band_name
+    from sbmlgpu.results import Summary
 
     # a skewed ensemble of positive values: mean - sd < 0, the 5 % quantile is not
     data = np.exp(np.random.default_rng(0).normal(0, 1.5, size=(2000, 3, 1)))
@@ -178,5 +178,5 @@ def test_plot_band_is_between_quantiles_or_mean_plus_minus_sd():
 
 def test_plot_single_member_draws_one_line_per_column():
     t = np.linspace(0, 1, 4)
-    fig = Result(t, ("A", "B", "C"), np.ones((4, 3))).plot()
+    fig = TimeCourseResult(t, ("A", "B", "C"), np.ones((4, 3))).plot()
     assert len(fig.axes[0].lines) == 3 and not fig.axes[0].collections

@@ -30,8 +30,8 @@ from sbmlgpu.backend import Program, RunRequest
 from sbmlgpu.errors import OptionError
 from sbmlgpu.ir import Network
 from sbmlgpu.profile import phase
-from sbmlgpu.result_summary import DEFAULT_QUANTILES
-from sbmlgpu.results import Result, Status
+from sbmlgpu.results import DEFAULT_QUANTILES
+from sbmlgpu.results import Status, TimeCourseResult
 from sbmlgpu.views.ode import OdeSystem
 
 from . import bundling
@@ -111,7 +111,7 @@ class OdeProgram(Program):
         return NumpyEngine(model, method, self.options)
 
     # -- run --------------------------------------------------------------------
-    def run(self, request: RunRequest, scheduler=None, profiler=None) -> Result:
+    def run(self, request: RunRequest, scheduler=None, profiler=None) -> TimeCourseResult:
         started = time.perf_counter()
         o = self.options
         outputs = tuple(request.outputs or default_outputs(self.network))
@@ -190,7 +190,7 @@ class OdeProgram(Program):
             work, n, per_member, fixed_bytes=fixed, align=WARP if order is not None else 1,
             combine=_combine, progress=request.progress, desc="trajectories")
         if combined is None:  # an MPI rank other than the root: the root has the result
-            return Result(times=times, ids=outputs,
+            return TimeCourseResult(times=times, ids=outputs,
                           data=np.zeros((0, len(times), len(outputs))),
                           metadata={"backend": "ode", "mpi_rank": getattr(scheduler, "rank", 0)})
         status, steps, batch_stats = combined
@@ -228,9 +228,9 @@ class OdeProgram(Program):
             d.properties.name for d in devices) if devices else f"cpu ({engine.name})",
             "options": asdict(o), **self.last_run}
         if request.summary:
-            return Result(times=times, ids=outputs, data=None, status=status, summary=summary,
+            return TimeCourseResult(times=times, ids=outputs, data=None, status=status, summary=summary,
                           metadata=metadata)
-        return Result(times=times, ids=outputs, data=data, status=status, metadata=metadata)
+        return TimeCourseResult(times=times, ids=outputs, data=data, status=status, metadata=metadata)
 
     # -- helpers ----------------------------------------------------------------
     def _method(self, model: KernelModel, table: np.ndarray, times: np.ndarray):

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sbmlgpu.result_summary import Summary
+from sbmlgpu.results import Summary
 
 
 @dataclass

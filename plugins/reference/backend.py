@@ -14,7 +14,7 @@ import numpy as np
 from sbmlgpu.backend import Backend, BackendOptions, Program, RunRequest, option
 from sbmlgpu.errors import OptionError, SimulationError
 from sbmlgpu.ir import Network
-from sbmlgpu.results import Result, Status
+from sbmlgpu.results import Status, TimeCourseResult
 
 
 # The integrators of sbmlgpu.reference.simulate (its METHODS), listed here so that
@@ -115,7 +115,7 @@ class ReferenceProgram(Program):
             status, message = Status.non_finite, "non-finite values in the output"
         return values, status, message
 
-    def run(self, request: RunRequest, scheduler=None, profiler=None) -> Result:
+    def run(self, request: RunRequest, scheduler=None, profiler=None) -> TimeCourseResult:
         outputs = tuple(request.outputs or default_outputs(self.network))
         n, times = request.ensemble_size, request.times
         data = np.full((n, len(times), len(outputs)), np.nan)
@@ -132,7 +132,7 @@ class ReferenceProgram(Program):
                 if st != Status.ok:
                     messages[i] = message or st.message
                 bar.advance(1)
-        result = Result(times=times, ids=outputs, data=data, status=status, messages=messages,
+        result = TimeCourseResult(times=times, ids=outputs, data=data, status=status, messages=messages,
                         metadata=self._metadata(time.perf_counter() - started))
         return result.with_summary(keep_members=False) if request.summary else result
 

@@ -30,7 +30,7 @@ from sbmlgpu.backend import Backend, BackendOptions, Program, RunRequest
 from sbmlgpu.codegen.cost import count_block
 from sbmlgpu.errors import OptionError, UnsupportedModelError
 from sbmlgpu.ir import Network
-from sbmlgpu.results import Result
+from sbmlgpu.results import TimeCourseResult
 
 from . import host, tuning
 from .codegen import Variant, kernel_source
@@ -145,7 +145,7 @@ class SsaProgram(Program):
             return engine
 
     # -- running ---------------------------------------------------------------------
-    def run(self, request: RunRequest, scheduler=None, profiler=None) -> Result:
+    def run(self, request: RunRequest, scheduler=None, profiler=None) -> TimeCourseResult:
         seed = request.seed
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) \
                 or not 0 <= int(seed) < 2**64:
@@ -249,7 +249,7 @@ class _Run:
                 data[start:start + len(piece.data)] = piece.data
         return [(start, EngineOutput(None, p.status, p.why, p.firings)) for start, p in pieces]
 
-    def trajectories(self) -> Result:
+    def trajectories(self) -> TimeCourseResult:
         K, O = len(self.times), len(self.outputs)
         other_rank = getattr(self.scheduler, "is_root", True) is False
         spill = None if other_rank else self._spill_file(self.n * K * O * 8)
@@ -260,10 +260,10 @@ class _Run:
         meta = self._metadata(firings)
         if spill is not None:
             meta["trajectory_file"] = str(spill.filename)
-        return Result(times=self.times, ids=self.outputs, data=data, status=status,
+        return TimeCourseResult(times=self.times, ids=self.outputs, data=data, status=status,
                       metadata=meta, messages=self._messages(status, why))
 
-    def summary(self) -> Result:
+    def summary(self) -> TimeCourseResult:
         if getattr(self.scheduler, "size", 1) > 1:
             # the pilot and the sums would stay on each rank (the other ranks have no
             # pilot data to set the shift and bins from)
@@ -293,7 +293,7 @@ class _Run:
         histograms = acc.histograms()
         if histograms is not None:
             meta["histograms"] = histograms.as_metadata(self.outputs)
-        return Result(times=self.times, ids=self.outputs, data=None, status=status,
+        return TimeCourseResult(times=self.times, ids=self.outputs, data=None, status=status,
                       summary=summary, metadata=meta, messages=self._messages(status, why))
 
     # -- helpers -------------------------------------------------------------------------

@@ -5,8 +5,16 @@ from sbmlgpu.hookspecs import hookimpl
 
 @hookimpl
 def sbmlgpu_backends():
-    # Import the backend here, not at module level: sbmlgpu loads every plugin
+    # Import the backends here, not at module level: sbmlgpu loads every plugin
     # module at start-up, and `sbmlgpu backends` should stay fast.
-    from .backend import EulerBackend
+    from .euler import EulerBackend
+    from .newton import NewtonBackend
 
-    return [EulerBackend()]
+    return [EulerBackend(), NewtonBackend()]
+
+
+@hookimpl
+def sbmlgpu_result_writers():
+    from .writers import write_tsv
+
+    return {"tsv": write_tsv}  # a plain format name: a writer of time courses

@@ -8,10 +8,11 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import sympy as sp
 
-from sbmlgpu.backend import Backend, BackendOptions, Program, RunRequest, option
+from sbmlgpu.backend import Backend, BackendOptions, Program, option
 from sbmlgpu.errors import OptionError
 from sbmlgpu.features import unsupported
-from sbmlgpu.results import Result, Status
+from sbmlgpu.results import Status, TimeCourseResult
+from sbmlgpu.tasks import TimeCourse
 from sbmlgpu.views import ode_system
 
 
@@ -25,18 +26,19 @@ class EulerOptions(BackendOptions):
             raise OptionError("step", f"{self.step!r} must be positive")
 
 
+# What a plain right-hand side f(x, p, t) cannot express: discontinuities and constraints.
+REFUSED = ("events", "delay()", "algebraic rules", "fast reactions",
+           "reactions without rate math")
+
+
 class EulerBackend(Backend):
     name = "euler"
     description = "explicit Euler with a fixed step, on the CPU (example third-party plugin)"
     options_class = EulerOptions
     cpu_only = True
 
-    # Discontinuities and constraints need more than a fixed-step loop.
-    REFUSED = ("events", "delay()", "algebraic rules", "fast reactions",
-               "reactions without rate math")
-
     def supports(self, network):
-        return unsupported(network, self.REFUSED)
+        return unsupported(network, REFUSED)
 
     def compile(self, network, options, device=None) -> Program:
         return EulerProgram(ode_system(network), options)
@@ -50,8 +52,8 @@ class EulerProgram(Program):
         self.x0 = sp.lambdify((ode.p, ode.t), list(ode.x0), "numpy")
         self.args = args
 
-    def _parameters(self, request: RunRequest, i: int) -> np.ndarray:
-        overrides = {k: float(v[i]) for k, v in (request.parameters or {}).items()}
+    def _parameters(self, task: TimeCourse, i: int) -> np.ndarray:
+        overrides = {k: float(v[i]) for k, v in (task.parameters or {}).items()}
         try:
             return self.ode.parameter_vector(overrides)
         except KeyError as exc:
@@ -76,21 +78,20 @@ class EulerProgram(Program):
                 return _pad(rows, len(times)), Status.max_steps
         return np.array(rows, dtype=float), Status.ok
 
-    def run(self, request: RunRequest, scheduler=None, profiler=None) -> Result:
+    def run(self, task: TimeCourse, scheduler=None, profiler=None) -> TimeCourseResult:
         ode = self.ode
-        outputs = tuple(request.outputs or (s.id for s in ode.network.species))
+        outputs = tuple(task.outputs or (s.id for s in ode.network.species))
         values = sp.lambdify(self.args, [ode.output(i) for i in outputs], "numpy")
         output = lambda x, p, t: np.broadcast_to(  # noqa: E731 - constants come back as scalars
             np.asarray(values(x, p, t), dtype=float), (len(outputs),))
-        n = request.ensemble_size
-        data = np.empty((n, len(request.times), len(outputs)))
+        n = task.ensemble_size
+        data = np.empty((n, len(task.times), len(outputs)))
         status = np.empty(n, np.int8)
         for i in range(n):
-            data[i], status[i] = self._member(self._parameters(request, i), request.times, output)
-        result = Result(request.times, outputs, data, status,
-                        metadata={"backend": "euler", "device": "cpu",
-                                  "options": asdict(self.options)})
-        return result.with_summary(keep_members=False) if request.summary else result
+            data[i], status[i] = self._member(self._parameters(task, i), task.times, output)
+        result = TimeCourseResult(task.times, outputs, data, status,
+                                  metadata={"device": "cpu", "options": asdict(self.options)})
+        return result.with_summary(keep_members=False) if task.summary else result
 
 
 def _pad(rows: list, length: int) -> np.ndarray:

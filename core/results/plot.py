@@ -7,26 +7,23 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
+from .base import finish_figure, new_figure
+
 if TYPE_CHECKING:  # pragma: no cover
-    from .results import Result
+    from .time_course import TimeCourseResult
 
 MAX_COLUMNS = 12  # more lines than this make an unreadable plot
 
 
-def plot_result(result: "Result", path: str | Path | None = None,
+def plot_result(result: "TimeCourseResult", path: str | Path | None = None,
                 ids: Sequence[str] | None = None, max_members: int = 5):
     """One axes with a line per column. An ensemble: mean line, a band between the
     outermost quantiles of the summary (5 % and 95 % by default; mean ± sd when it
     has none), and up to `max_members` ok members as thin lines. Returns the Figure
     (not shown)."""
-    # Figure + FigureCanvasAgg, not pyplot: no global state, no GUI backend.
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
     ids = list(ids) if ids is not None else list(result.ids[:MAX_COLUMNS])
     columns = [result.index(i) for i in ids]
-    fig = Figure(figsize=(8, 5), layout="constrained")
-    FigureCanvasAgg(fig)
+    fig = new_figure((8, 5))
     ax = fig.add_subplot()
     t = result.times
     summary = result.summary
@@ -58,9 +55,7 @@ def plot_result(result: "Result", path: str | Path | None = None,
     if len(result.ids) > len(ids) and ids == list(result.ids[:MAX_COLUMNS]):
         ax.text(0.99, 0.01, f"first {len(ids)} of {len(result.ids)} columns",
                 transform=ax.transAxes, ha="right", va="bottom", fontsize="x-small")
-    if path is not None:
-        fig.savefig(path, dpi=120)
-    return fig
+    return finish_figure(fig, path)
 
 
 def _band_quantiles(summary) -> tuple[int, int] | None:

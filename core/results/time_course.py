@@ -1,33 +1,38 @@
-"""The Result of a run: time courses of an ensemble, per-member status, summary, metadata.
+"""The result of a time course: an ensemble's time courses (or their summary), one status
+per member, the values each member was given, metadata.
 
-Its parts: result_status.py (Status), result_summary.py (Summary), result_writers.py
-(CSV, NPZ, HDF5 writers and readers), result_plot.py (plots).
+Its parts: status.py (Status), summary.py (Summary), writers.py (CSV; NPZ and HDF5
+through io.py), plot.py (plots).
 """
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, ClassVar, Sequence
 
 import numpy as np
 
-from .result_status import Status
-from .result_summary import DEFAULT_QUANTILES, Summary
+from .base import Result, close_ids
+from .status import Status
+from .summary import DEFAULT_QUANTILES, Summary
 
 
 @dataclass
-class Result:
-    """What every backend's `Program.run()` returns.
+class TimeCourseResult(Result):
+    """What a backend's `Program.run()` returns for a TimeCourse task.
 
     `data` has shape (members, times, columns) — one member is (1, times, columns) —
     or is None when only the `summary` was kept (`--summary` on a large ensemble).
     `status` holds one `Status` per member; `messages` the solver's own words for
-    members that failed. `metadata`: model, backend, device, options, seed, ...
+    members that failed. `members`: {SBML id: the value each member was given} for
+    every id the ensemble varied (empty for one run at the model's values).
+    `metadata`: model, backend, device, options, seed, ...
 
     `result["S1"]` is the (members, times) array of column S1.
     """
+
+    kind: ClassVar[str] = "time-course"
 
     times: np.ndarray
     ids: tuple[str, ...]
@@ -36,6 +41,7 @@ class Result:
     summary: Summary | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     messages: dict[int, str] = field(default_factory=dict)
+    members: dict[str, np.ndarray] = field(default_factory=dict)
 
     def __post_init__(self):
         self.times = np.asarray(self.times, dtype=float).reshape(-1)
@@ -57,8 +63,10 @@ class Result:
             self.status = np.zeros(self.data.shape[0], np.int8)
         status = np.asarray(self.status).reshape(-1)
         if status.dtype.kind in "iu":  # codes already (large ensembles: no Python loop)
-            if status.size and (status.min() < 0 or status.max() > max(Status)):
-                raise ValueError(f"status codes must be in 0..{int(max(Status))}")
+            if status.size and (status.min() < 0 or status.max() > max(Status)
+                                or not np.isin(status, list(Status)).all()):
+                raise ValueError(f"status codes must be defined ones: "
+                                 f"{', '.join(f'{s.name}={int(s)}' for s in Status)}")
             self.status = status.astype(np.int8)
         else:
             self.status = np.array([Status.parse(s) for s in status], dtype=np.int8)
@@ -67,6 +75,12 @@ class Result:
         if self.summary is not None and self.summary.mean.shape != shape:
             raise ValueError(f"summary has shape {self.summary.mean.shape}; expected {shape}")
         self.messages = {int(k): str(v) for k, v in self.messages.items()}
+        self.members = {str(k): np.asarray(v, dtype=float).reshape(-1)
+                        for k, v in (self.members or {}).items()}
+        for sbml_id, values in self.members.items():
+            if values.size != len(self.status):
+                raise ValueError(f"members[{sbml_id!r}] has {values.size} values for "
+                                 f"{len(self.status)} members")
 
     # -- shape and lookups ------------------------------------------------------
     @property
@@ -96,13 +110,9 @@ class Result:
         try:
             return self.ids.index(sbml_id)
         except ValueError:
-            close = [i for i in self.ids if i.lower() == sbml_id.lower()]
-            close += [i for i in difflib.get_close_matches(sbml_id, self.ids, n=3)
-                      if i not in close]
-            hint = f"; did you mean {', '.join(close)}?" if close else ""
             raise KeyError(f"no column {sbml_id!r} in this result (columns: "
                            f"{', '.join(self.ids[:20])}{' ...' if len(self.ids) > 20 else ''})"
-                           f"{hint}") from None
+                           f"{close_ids(sbml_id, self.ids)}") from None
 
     def __contains__(self, sbml_id: object) -> bool:
         return sbml_id in self.ids
@@ -142,47 +152,29 @@ class Result:
             return self
         summary = Summary.of(self.data, self.ok, tuple(quantiles))
         return replace(self, summary=summary, data=self.data if keep_members else None,
-                       metadata=dict(self.metadata), messages=dict(self.messages))
+                       metadata=dict(self.metadata), messages=dict(self.messages),
+                       members=dict(self.members))
 
     # -- output -------------------------------------------------------------------
-    def write(self, path: str | Path, format: str | None = None) -> list[Path]:
-        """Write with the writer registered for `format` (default: from the file
-        suffix); returns the files written."""
-        from .plugin_manager import writer_for
+    def arrays(self) -> dict[str, Any]:
+        from .writers import time_course_arrays
+        return time_course_arrays(self)
 
-        path = Path(path)
-        writer = writer_for(format or path.suffix.lstrip(".") or "csv")
-        written = writer(self, path)
-        return [Path(p) for p in written] if written else [path]
-
-    def to_csv(self, path: str | Path) -> list[Path]:
-        from .result_writers import write_csv
-        return write_csv(self, Path(path))
-
-    def to_npz(self, path: str | Path) -> list[Path]:
-        from .result_writers import write_npz
-        return write_npz(self, Path(path))
-
-    def to_hdf5(self, path: str | Path) -> list[Path]:
-        from .result_writers import write_hdf5
-        return write_hdf5(self, Path(path))
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, Any], metadata: dict[str, Any]) -> "TimeCourseResult":
+        from .writers import time_course_from_arrays
+        return time_course_from_arrays(arrays, metadata)
 
     def plot(self, path: str | Path | None = None, ids: Sequence[str] | None = None,
              max_members: int = 5):
         """Time courses (matplotlib, Agg); ensembles as mean ± sd band plus a few
         members. Saves to `path` if given; returns the Figure."""
-        from .result_plot import plot_result
+        from .plot import plot_result
         return plot_result(self, path, ids=ids, max_members=max_members)
 
     def __repr__(self) -> str:
         kept = "summary only" if self.data is None else f"{self.n_members} member(s)"
         failed = f", {self.n_failed} failed" if self.n_failed else ""
-        return (f"Result({kept}{failed}, {len(self.times)} times "
+        return (f"TimeCourseResult({kept}{failed}, {len(self.times)} times "
                 f"[{self.times[0]:g}..{self.times[-1]:g}], columns {list(self.ids)[:8]}"
                 f"{'...' if len(self.ids) > 8 else ''})")
-
-
-# The readers live with the writers; imported last because they import Result.
-from .result_writers import read_hdf5, read_npz  # noqa: E402
-
-__all__ = ["Result", "Status", "Summary", "DEFAULT_QUANTILES", "read_npz", "read_hdf5"]

@@ -1,0 +1,71 @@
+"""SteadyState: the stationary distribution (or state) of a model (`sbmlgpu steady-state`).
+
+The fields here are those every steady-state method needs; a method's own choices
+(which solver, its iteration limits) are its backend's options. The CME backend
+(issue "CME steady state") may add fields; until then they are the DESIGN's:
+initial state, truncation bounds, tolerance.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+import numpy as np
+
+from ..errors import OptionError
+from ..results import StateDistribution
+from ..settings import pair, setting, whole
+from .base import Task
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..ir import Network
+
+
+@dataclass
+class SteadyState(Task):
+    kind: ClassVar[str] = "steady-state"
+    command: ClassVar[str] = "steady-state"
+    function: ClassVar[str] = "steady_state"
+    title: ClassVar[str] = "the steady state of a model (a distribution over its states)"
+    description: ClassVar[str] = (
+        "Compute the steady state of MODEL: the probability of each reachable state for "
+        "a stochastic model (chemical master equation), or the stationary state of a "
+        "deterministic one.")
+    result_class: ClassVar[type] = StateDistribution
+
+    initial: dict[str, float] = setting(
+        {}, "initial value of a species (copy number or amount) or other variable, instead "
+            "of the model's (repeatable)", parse=pair(float), collect="dict",
+        metavar="ID=VALUE")
+    bounds: dict[str, int] = setting(
+        {}, "truncation: the largest copy number of a species in the enumerated state space "
+            "(repeatable; species bounded by a conservation law need none)",
+        parse=pair(whole, "N"), collect="dict", metavar="ID=N", flag="bound")
+    tol: float = setting(1e-8, "convergence tolerance of the solver (the residual: "
+                               "||A p||_1 for a distribution, ||f(x)||_inf for a state)",
+                         minimum=0.0)
+
+    def check(self) -> None:
+        if not self.tol > 0:
+            raise OptionError("tol", f"{self.tol!r} must be positive")
+        self.bounds = dict(self.bounds)
+        for sbml_id, bound in self.bounds.items():
+            if isinstance(bound, bool) or not isinstance(bound, (int, np.integer)) \
+                    or bound < 0:
+                raise OptionError("bound", f"{sbml_id}={bound!r}: a bound is a whole number "
+                                           f">= 0")
+        self.initial = {k: float(v) for k, v in dict(self.initial).items()}
+        for sbml_id, value in self.initial.items():
+            if not math.isfinite(value):
+                raise OptionError("initial", f"{sbml_id}={value!r} is not a finite number")
+
+    def check_network(self, network: "Network") -> None:
+        from ..ensemble import check_ids, unknown_id_error
+
+        species = list(network.species_by_id)
+        for sbml_id in self.bounds:
+            if sbml_id not in network.species_by_id:
+                raise unknown_id_error("bound", sbml_id, species, "a species")
+        check_ids(network, self.initial, option="initial")

@@ -1,0 +1,174 @@
+"""TimeCourse: time courses of one run or of an ensemble (`sbmlgpu run`, `sbmlgpu.run`)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Sequence
+
+import numpy as np
+
+from ..errors import OptionError
+from ..results import TimeCourseResult
+from ..settings import float_list, id_list, setting
+from .base import Task
+
+if TYPE_CHECKING:  # pragma: no cover
+    import argparse
+
+    from ..ir import Network
+
+log = logging.getLogger("sbmlgpu")
+DEFAULT_POINTS = 101
+
+
+def output_times(start: float = 0.0, end: float | None = None, points: int | None = None,
+                 times: Sequence[float] | np.ndarray | None = None) -> np.ndarray:
+    """Either explicit `times` or `points` evenly spaced times from start to end."""
+    if times is not None:
+        if end is not None or points is not None:
+            raise OptionError("times", "give either times or start/end/points, not both")
+        return np.asarray(times, dtype=float)
+    if end is None:
+        raise OptionError("end", "give the end time (and points), or the output times")
+    points = DEFAULT_POINTS if points is None else points
+    if isinstance(points, bool) or not isinstance(points, (int, np.integer)) or points < 2:
+        raise OptionError("points", f"{points!r}: need an integer of at least 2")
+    if not (np.isfinite(start) and np.isfinite(end) and end > start):
+        raise OptionError("end", f"{end!r} must be a finite time after start {start!r}")
+    return np.linspace(float(start), float(end), int(points))
+
+
+@dataclass
+class TimeCourse(Task):
+    """What the user asks of a time course.
+
+    `times`: output times (the first is the start). `parameters`: an ensemble of
+    parameter sets, columns named by SBML id (parameters, initial values,
+    compartment sizes, stoichiometries; the rest stay as the model says), one row
+    per member; None means one member at the model's values. `n`: ensemble size
+    where no table gives it (e.g. SSA realisations). `seed`: keys the counter-based
+    random generator. `outputs`: what to report (None: the backend's default).
+    `summary`: ensemble mean/sd/quantiles instead of every trajectory."""
+
+    kind: ClassVar[str] = "time-course"
+    command: ClassVar[str] = "run"
+    function: ClassVar[str] = "run"
+    title: ClassVar[str] = "simulate a model (time courses of one run or an ensemble)"
+    description: ClassVar[str] = (
+        "Simulate MODEL with a backend. Output times: "
+        "--start/--end/--points or --times. An ensemble comes from a parameter table, "
+        "sampled distributions, a PEtab parameter table, or --ensemble N members at the "
+        "model's values (stochastic backends).")
+    default_backend: ClassVar[str | None] = "reference"
+    result_class: ClassVar[type] = TimeCourseResult
+
+    times: np.ndarray = setting(None, "output times", cli=False)
+    parameters: dict[str, np.ndarray] | None = setting(None, "parameter sets", cli=False)
+    n: int = setting(1, "ensemble size", cli=False)
+    seed: int = setting(0, "seed of the random streams (Philox keyed by seed and SBML id / "
+                           "member)", minimum=0)
+    outputs: tuple[str, ...] | None = setting(
+        None, "comma-separated names to report: an SBML id (its SBML value), [S1] (the "
+              "concentration of species S1), amount(S1) (its amount) [default: the "
+              "backend's choice, usually every species and every variable that changes]",
+        parse=id_list, metavar="IDS")
+    summary: bool = setting(False, "keep the ensemble mean, sd and quantiles (over members "
+                                   "that succeeded) instead of every trajectory")
+
+    def __post_init__(self):
+        self.times = np.asarray(self.times, dtype=float)
+        if self.times.ndim != 1 or self.times.size < 1:
+            raise OptionError("times", "need a one-dimensional array of at least one time")
+        if np.any(np.diff(self.times) < 0) or not np.all(np.isfinite(self.times)):
+            raise OptionError("times", "output times must be finite and non-decreasing")
+        if self.parameters is not None:
+            sizes = {k: np.asarray(v).shape for k, v in self.parameters.items()}
+            lengths = {s[0] if s else 1 for s in sizes.values()}
+            if len(lengths) > 1:
+                raise OptionError("parameters", f"columns differ in length: {sizes}")
+            self.n = max(lengths) if lengths else self.n
+        if self.outputs is not None:
+            self.outputs = tuple(str(o) for o in self.outputs)
+
+    @property
+    def ensemble_size(self) -> int:
+        return self.n
+
+    def check(self) -> None:
+        n = self.n
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+            raise OptionError("n", f"{n!r}: the ensemble size must be a positive integer")
+        seed = self.seed
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) \
+                or not 0 <= int(seed) < 2**64:
+            raise OptionError("seed", f"{seed!r}: need an integer from 0 to 2^64 - 1")
+
+    def check_network(self, network: "Network") -> None:
+        from ..api import check_outputs
+        from ..ensemble import check_ids
+
+        if self.parameters:
+            check_ids(network, self.parameters)
+        self.outputs = check_outputs(network, self.outputs)
+
+    def describe(self) -> dict[str, Any]:
+        times = self.times
+        out = {"kind": self.kind, "times": f"{len(times)} from {times[0]:g} to {times[-1]:g}",
+               "members": int(self.n), "varied": list(self.parameters or ()),
+               "seed": int(self.seed), "summary": bool(self.summary)}
+        if self.outputs is not None:
+            out["outputs"] = list(self.outputs)
+        return out
+
+    # -- command line --------------------------------------------------------------------
+    @classmethod
+    def add_extra_arguments(cls, parser: "argparse.ArgumentParser") -> None:
+        from ..cli_options import argument_type
+
+        t = parser.add_argument_group("output times")
+        t.add_argument("--start", type=float, default=0.0, help="first output time [default: 0]")
+        t.add_argument("--end", type=float, help="last output time (required unless --times)")
+        t.add_argument("--points", type=int,
+                       help=f"number of evenly spaced output times, start and end included "
+                            f"[default: {DEFAULT_POINTS}]")
+        t.add_argument("--times", type=argument_type(float_list), metavar="LIST",
+                       help="explicit output times, comma-separated (instead of "
+                            "start/end/points)")
+        e = parser.add_argument_group("ensembles")
+        e.add_argument("--ensemble", type=int, metavar="N",
+                       help="number of members (with --sample/--petab-parameters, or repeated "
+                            "runs of a stochastic backend) [default: 1, or the table's rows]")
+        e.add_argument("--parameters", metavar="TABLE",
+                       help="parameter sets: CSV with a header of SBML ids and one row per "
+                            "member, or NPZ with one array per id")
+        e.add_argument("--sample", action="append", default=[], metavar="ID=SPEC",
+                       help="sample an SBML id from uniform:LOW:HIGH, loguniform:LOW:HIGH or "
+                            "normal:MEAN:SD[:LOW:HIGH] (repeatable; needs --ensemble or a "
+                            "table)")
+        e.add_argument("--petab-parameters", metavar="TSV",
+                       help="PEtab parameter table: estimated parameters sampled uniformly "
+                            "within their bounds on their parameterScale, the others at "
+                            "nominalValue")
+
+    @classmethod
+    def from_arguments(cls, values: dict[str, Any], args: "argparse.Namespace",
+                       network: "Network") -> "TimeCourse":
+        from .. import ensemble
+
+        if args.times is not None and (args.end is not None or args.points is not None):
+            raise OptionError("times", "give either --times or --start/--end/--points")
+        seed = values.get("seed", 0)
+        parameters, n, notes = ensemble.combine(
+            network, table=args.parameters, samples=args.sample, petab=args.petab_parameters,
+            n=args.ensemble, seed=seed)
+        for note in notes:
+            log.info(note)
+        times = output_times(args.start, args.end, args.points, args.times)
+        return cls(times=times, parameters=parameters, n=n, **values)
+
+    @classmethod
+    def between(cls, start: float = 0.0, end: float | None = None, points: int | None = None,
+                times=None, **fields) -> "TimeCourse":
+        """A TimeCourse with output times from `times` or start/end/points."""
+        return cls(times=output_times(start, end, points, times), **fields)
