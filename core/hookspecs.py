@@ -38,8 +38,9 @@ def sbmlgpu_backends() -> list[Backend]:
 
     The framework calls each implementation separately, so that it knows which
     distribution provides which backend. Backend names must be unique over all
-    installed plugins: a name given twice is an error that names both
-    distributions. Keep this cheap: create backend objects here, compile nothing.
+    installed plugins: a name given twice is reported naming both distributions,
+    and neither is used. An implementation that raises is reported and skipped.
+    Keep this cheap: create backend objects here, compile nothing.
     """
 
 
@@ -66,11 +67,13 @@ def sbmlgpu_profile_record(record) -> None:
 
 
 @hookspec
-def sbmlgpu_result_writers() -> dict[str, ResultWriter]:
-    """Collected dicts: every plugin returns {format name: writer}.
+def sbmlgpu_result_writers() -> dict[tuple[str, str] | str, ResultWriter]:
+    """Collected dicts: every plugin returns {(result kind, format name): writer}; a
+    plain format name is a writer of time courses ("time-course").
 
-    The writers of all plugins are merged (a format name given twice is an error
-    that names both distributions); `sbmlgpu run --format NAME` and
-    `Result.write(path, NAME)` use them. Core's own csv, npz and hdf5 writers are
-    provided through this hook too.
+    Result kinds are the task kinds ("time-course", "steady-state", "estimation",
+    "dbn"). The writers of all plugins are merged (a key given by two plugins is
+    reported naming both distributions, and neither is used); `--format NAME` of the
+    commands of that kind and `result.write(path, NAME)` use them. Core's own csv,
+    npz and hdf5 writers of every kind are provided through this hook too.
     """
