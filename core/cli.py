@@ -113,8 +113,11 @@ def _add_run(sub, argv: list[str]) -> None:
                         "succeeded) instead of every trajectory")
     o = p.add_argument_group("output")
     o.add_argument("--outputs", type=_id_list, metavar="IDS",
-                   help="comma-separated SBML ids to report [default: the backend's choice, "
-                        "usually every species and every variable that changes]")
+                   help="comma-separated outputs: an SBML id (its SBML value: a species' "
+                        "concentration unless it has only substance units), [S] or "
+                        "concentration(S) for a species' concentration, amount(S) for its "
+                        "amount; columns keep these names [default: every species' value, "
+                        "then the parameters and compartments that change]")
     o.add_argument("-o", "--outdir", required=True, metavar="OUTDIR",
                    help="folder for the result files (created if missing)")
     formats = list(plugin_manager.writers())
