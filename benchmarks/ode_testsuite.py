@@ -39,38 +39,26 @@ DEFAULT_SUITE = SHARED / "sbml-test-suite" / "semantic"
 TIGHT = {"rtol": 1e-10, "atol": 1e-14}
 
 
-def _values(network, times, wanted, options, device):
-    """The backend's values of (variable, kind) (as core's testsuite backend_values)."""
+def _values(network, times, names, options, device):
+    """The backend's values of each output name (as core's testsuite backend_values:
+    `amount(S)` and `[S]` are asked of the backend, no compartment arithmetic here)."""
     from sbmlgpu.api import run
 
-    extra = []
-    for v, kind in wanted:
-        if kind != "value" and v in network.species_by_id:
-            comp = network.species_by_id[v].compartment
-            if comp not in extra:
-                extra.append(comp)
-    outputs = list(dict.fromkeys([v for v, _ in wanted] + extra))
-    result = run(network, "ode", times=times, outputs=outputs, options=options,
+    result = run(network, "ode", times=times, outputs=list(names), options=options,
                  device=device, progress=False)
-    out = {}
-    for v, kind in wanted:
-        value = np.asarray(result[v][0], dtype=float)
-        if kind != "value" and v in network.species_by_id:
-            size = np.asarray(result[network.species_by_id[v].compartment][0], dtype=float)
-            is_amount = network.species_value_is_amount(v)
-            if kind == "amount" and not is_amount:
-                value = value * size
-            elif kind == "concentration" and is_amount:
-                value = value / size
-        out[v] = value
-    return out, result
+    return {name: np.asarray(result[name][0], dtype=float) for name in names}, result
+
+
+def by_variable(values: dict, names: dict) -> dict:
+    """{output name: values} -> {case variable: values}."""
+    return {v: values[name] for v, name in names.items()}
 
 
 def run_one(number: int, suite: str) -> dict:
     from sbmlgpu import load, plugin_manager
     from sbmlgpu.errors import SbmlGpuError
     from sbmlgpu.testsuite import compare, find_cases
-    from sbmlgpu.testsuite.semantic import output_times, reference_values
+    from sbmlgpu.testsuite.semantic import case_outputs, output_times, reference_values
 
     started = time.perf_counter()
     row = {"case": f"{number:05d}"}
@@ -93,11 +81,12 @@ def run_one(number: int, suite: str) -> dict:
             return row
         times_expected, expected = case.expected()
         times = output_times(settings, times_expected)
-        wanted = [(v, settings.output_kind(v)) for v in settings.variables]
+        names = case_outputs(network, settings)  # {variable: output name}
+        wanted = list(names.values())
         exp = {v: expected[v] for v in settings.variables}
         # the reference's own verdict
         try:
-            ref_default = reference_values(path, times, wanted)
+            ref_default = by_variable(reference_values(network, times, wanted), names)
             row["reference_pass"] = bool(compare(times, ref_default, exp, settings.absolute,
                                                  settings.relative)[0])
         except SbmlGpuError as exc:
@@ -110,6 +99,7 @@ def run_one(number: int, suite: str) -> dict:
             return row
         device = "auto"
         got, result = _values(network, times, wanted, {}, device)
+        got = by_variable(got, names)
         row["engine"] = result.metadata.get("engine")
         row["method"] = result.metadata.get("method")
         if result.n_failed:
@@ -121,8 +111,10 @@ def run_one(number: int, suite: str) -> dict:
                 row["worst"] = worst.as_dict()
         # against the CPU reference at tight tolerances
         tight, tight_result = _values(network, times, wanted, TIGHT, device)
+        tight = by_variable(tight, names)
         if row.get("reference_pass") is not None and not tight_result.n_failed:
-            ref = reference_values(path, times, wanted, rtol=1e-12, atol=1e-16)
+            ref = by_variable(reference_values(network, times, wanted, rtol=1e-12, atol=1e-16),
+                              names)
             worst = 0.0
             for v in settings.variables:
                 a, b = np.asarray(tight[v], float), np.asarray(ref[v], float)

@@ -21,7 +21,6 @@ import numpy as np
 
 from . import plugin_manager
 from .backend import Backend, BackendOptions
-from .ensemble import unknown_id_error
 from .errors import OptionError
 from .ir import Network
 from .profile import Profiler
@@ -79,14 +78,13 @@ def ensemble_parameters(parameters, n: int) -> tuple[dict | None, int]:
 
 
 def check_outputs(network: Network, outputs: Sequence[str] | None) -> tuple[str, ...] | None:
+    """The output names as asked (`S1`, `[S1]`, `concentration(S1)`, `amount(S1)`),
+    each checked against the model by core/outputs.py; None: the backend's default."""
     if outputs is None:
         return None
-    known = [*network.species_by_id, *network.parameter_by_id, *network.compartment_by_id,
-             *network.species_reference_by_id, *network.reaction_by_id]
-    for sbml_id in outputs:
-        if network.kind_of(sbml_id) is None:
-            raise unknown_id_error("outputs", sbml_id, known, "an id")
-    return tuple(outputs)
+    from . import outputs as output_names
+
+    return tuple(o.name for o in output_names.check_outputs(network, outputs))
 
 
 def select_devices(device, backend: Backend) -> list:

@@ -84,3 +84,12 @@ class DeviceError(SbmlGpuError):
 
 class SimulationError(SbmlGpuError):
     """A simulation could not proceed (e.g. the integrator failed); says where and why."""
+
+
+class InternalError(SbmlGpuError):
+    """A bug in sbmlgpu, not in the model or the options: something it should handle
+    and does not (e.g. a code generator that cannot print a construct the model
+    uses). Never a refusal: the SBML Test Suite runner counts it as a failure. The
+    message names what and where, so that it can be reported."""
+
+    exit_code = 70  # EX_SOFTWARE, as the CLI's exit code for other internal errors

@@ -16,7 +16,7 @@ from sbmlgpu import ir
 from sbmlgpu.codegen.compile_check import nvcc_available, nvcc_compile
 from sbmlgpu.codegen.printer import CodegenError, CudaPrinter, print_expr
 from sbmlgpu.codegen.templates import render
-from sbmlgpu.errors import OptionError, UnsupportedModelError
+from sbmlgpu.errors import InternalError, OptionError, UnsupportedModelError
 
 x, y, z = sp.symbols("x y z")
 # x in (0, 1), y in (1, 3), z of either sign and never 0: every function below is
@@ -192,9 +192,11 @@ def test_printing_details():
 def test_unsupported_constructs_raise_codegen_error(expr, name):
     with pytest.raises(CodegenError) as info:
         print_expr(expr, where="reaction R1")
-    assert isinstance(info.value, UnsupportedModelError)
-    assert info.value.features == {name: ("reaction R1",)}
-    assert name in str(info.value) and "R1" in str(info.value)
+    # a printer gap is a bug to report, never a refusal of the model
+    assert isinstance(info.value, InternalError)
+    assert not isinstance(info.value, UnsupportedModelError)
+    assert (info.value.construct, info.value.where) == (name, ("reaction R1",))
+    assert name in str(info.value) and "R1" in str(info.value) and "bug" in str(info.value)
 
 
 def test_unmapped_symbols_can_be_refused_and_options_are_checked():

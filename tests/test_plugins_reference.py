@@ -1,4 +1,9 @@
-"""The `reference` backend (plugins/reference): options, supports, ensembles, failures."""
+"""The `reference` backend (plugins/reference): options, supports, ensembles, failures,
+and agreement with the CPU reference called directly on the SBML Test Suite."""
+
+import argparse
+import io
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,6 +17,15 @@ from sbmlgpu.results import Status
 
 reference_backend = pytest.importorskip("sbmlgpu.plugins.reference.backend")
 ReferenceOptions = reference_backend.ReferenceOptions
+SEMANTIC = Path(__file__).resolve().parents[2] / "shared" / "sbml-test-suite" / "semantic"
+# Cases that `--backend reference` failed while the direct path passed them: species in
+# compartments of spatialDimensions 0 (amounts asked for; the old runner multiplied by
+# a size the compartment does not have), and parameters that are legitimately INF or
+# NaN (a member was flagged non_finite for its outputs, not for its integration).
+ZERO_D = ("00048,00049,00097,00103,00156,00238,00239,00241,00242,00243,00244,00246,"
+          "00247,00257,00258,00259,00262,00268,00321,00324,00327,00362,00368,00419,"
+          "00422,00489,00491,00543,00546")
+NOT_FINITE = "00951,01811,01813"
 
 
 def decay():
@@ -133,3 +147,35 @@ def test_default_outputs_are_species_then_changing_variables():
     result = sbmlgpu.run(net, end=2.0, points=3, progress=False)
     np.testing.assert_allclose(result["z"][0], [0.0, 0.5, 2.0], rtol=1e-6)  # z = t^2 / 2
     np.testing.assert_allclose(result["y"][0], 2.0)
+
+
+def _suite(*argv) -> list[str]:
+    from sbmlgpu import testsuite
+
+    parser = argparse.ArgumentParser()
+    testsuite.add_arguments(parser)
+    out = io.StringIO()
+    testsuite.main_from_args(parser.parse_args([str(SEMANTIC), *argv]), out=out)
+    return out.getvalue().splitlines()
+
+
+@pytest.mark.skipif(not SEMANTIC.is_dir(), reason=f"{SEMANTIC} is absent")
+def test_the_backend_agrees_with_the_direct_path_where_it_used_to_fail():
+    cases = f"{ZERO_D},{NOT_FINITE}"
+    n = cases.count(",") + 1
+    direct = _suite("--cases", cases, "--jobs", "2")
+    through_backend = _suite("--cases", cases, "--jobs", "2", "--backend", "reference")
+    assert direct == through_backend
+    assert through_backend[-1] == f"{n} passed, 0 failed, 0 skipped"
+
+
+def test_infinite_outputs_are_results_but_a_state_gone_nan_is_a_failure():
+    net = ir.Network(id="inf", parameters=(ir.Parameter("P", float("inf")),
+                                           ir.Parameter("Q", float("nan"))))
+    result = sbmlgpu.run(net, end=1.0, points=3, outputs=["P", "Q"], progress=False)
+    assert result.statuses() == [Status.ok]
+    assert np.all(np.isposinf(result["P"])) and np.all(np.isnan(result["Q"]))
+    result = sbmlgpu.run(square_root_growth(), end=1.0, points=3, parameters={"x": [1.0]},
+                         progress=False)
+    [(_, status, message)] = result.failures()
+    assert status == Status.non_finite and "state x not finite at t = 0.5" in message

@@ -1,7 +1,10 @@
 """The DSMTS part of the test-suite runner (core/testsuite/stochastic.py) with the
-SSA backend: the Z/Y criteria, sigma = 0 points, amount scaling, refusals."""
+SSA backend: the Z/Y criteria, sigma = 0 points, amounts asked of the backend,
+refusals (skipped, counted as refused), and the failures that are not refusals."""
 
 from __future__ import annotations
+
+import shutil
 
 import numpy as np
 import pytest
@@ -58,6 +61,28 @@ def test_distrib_cases_are_skipped_with_the_reason():
     (case,) = find_cases(DSMTS / "00041")
     outcome = run_case(case, RunConfig(backend="ssa", stochastic_runs=100))
     assert outcome.status == "skip" and "distrib" in outcome.message
+    assert outcome.skipped_as == "refused"
+
+
+@needs_suite
+def test_a_bad_output_is_a_failure_and_a_foreign_test_type_a_skip(tmp_path):
+    """Same rules as the semantic cases: an OptionError (a variable the model does
+    not have) fails; a testType that is not a time course is skipped as such."""
+    case = tmp_path / "00001"
+    shutil.copytree(DSMTS / "00001", case)
+    settings = case / "00001-settings.txt"
+    settings.write_text(settings.read_text().replace("variables: X", "variables: Y")
+                        .replace("amount: X", "amount: Y"))
+    results = case / "00001-results.csv"
+    results.write_text(results.read_text().replace("X-mean,X-sd", "Y-mean,Y-sd", 1))
+    (found,) = find_cases(case)
+    outcome = run_case(found, RunConfig(backend="ssa", stochastic_runs=100))
+    assert outcome.status == "fail" and outcome.message.startswith("OptionError: ")
+    assert "'Y' is not an id" in outcome.message
+    m = case / "00001-model.m"
+    m.write_text(m.read_text().replace("StochasticTimeCourse", "SteadyStateDistribution"))
+    outcome = run_case(found, RunConfig(backend="ssa", stochastic_runs=100))
+    assert outcome.status == "skip" and outcome.skipped_as == "not_time_course"
 
 
 @needs_suite
@@ -86,5 +111,6 @@ def test_command_line_closes_with_the_counts(capsys):
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[0].startswith("00001 ")
     assert lines[1].startswith("00041 skipped:")
-    assert lines[-1] in ("1 passed, 0 failed, 1 skipped", "0 passed, 1 failed, 1 skipped")
+    assert lines[-1] in ("1 passed, 0 failed, 1 skipped (1 refused feature)",
+                         "0 passed, 1 failed, 1 skipped (1 refused feature)")
     assert status in (0, 1)

@@ -1,5 +1,7 @@
 """The SBML Test Suite runner: settings, comparison, case selection, one line per
-case, the closing line, refusals, failures, timeouts and JSON records."""
+case, the closing line, refusals, failures, timeouts and JSON records. Skipped are
+only typed refusals of a feature and cases that are not time courses; every other
+problem (compile, option, import, printer gap, nothing to compare) is a FAIL."""
 
 import argparse
 import io
@@ -21,7 +23,7 @@ SUITE = Path(__file__).resolve().parents[2] / "shared" / "sbml-test-suite"
 SEMANTIC = SUITE / "semantic"
 STOCHASTIC = SUITE / "stochastic"
 needs_semantic = pytest.mark.skipif(not SEMANTIC.is_dir(), reason=f"{SEMANTIC} is absent")
-CLOSING = re.compile(r"^(\d+) passed, (\d+) failed, (\d+) skipped$")
+CLOSING = re.compile(r"^(\d+) passed, (\d+) failed, (\d+) skipped(?: \((.+)\))?$")
 
 
 def run_cli(*argv):
@@ -80,6 +82,25 @@ def test_comparison_rule():
     assert not passed and worst.variable == "a" and worst.time == 1.0 and worst.got == 2.5
 
 
+def test_closing_line_says_how_the_skips_divide():
+    from sbmlgpu.testsuite.outcome import FAIL, PASS, Outcome, closing_line, tally
+
+    outcomes = ([Outcome("1", PASS)] * 1358 + [Outcome.refused("2", "delay()")] * 72
+                + [Outcome.not_time_course("3", "FBA")] * 27 + [Outcome("4", FAIL, "x")] * 2)
+    counts = tally(outcomes)
+    line = closing_line(counts)
+    assert line == "1358 passed, 2 failed, 99 skipped (72 refused features, 27 not time courses)"
+    assert CLOSING.match(line).groups() == ("1358", "2", "99",
+                                            "72 refused features, 27 not time courses")
+    assert counts == {"passed": 1358, "failed": 2, "skipped": 99, "refused": 72,
+                      "not_time_course": 27}
+    assert closing_line(tally(outcomes[:1])) == "1 passed, 0 failed, 0 skipped"
+    with pytest.raises(ValueError):  # a skip must say why, and only a skip has a why
+        Outcome("5", "skip", "no reason")
+    record = Outcome.refused("6", "delay()").record()
+    assert Outcome.from_record(record) == Outcome.refused("6", "delay()")
+
+
 def test_results_time_column_is_the_first_whatever_its_name(tmp_path):
     f = tmp_path / "r.csv"
     f.write_text("Time,time,Time,a\n0,10,11,1\n1,10,11,2\n")
@@ -101,7 +122,7 @@ def test_bad_arguments_exit_2(tmp_path):
 def test_real_cases_pass_and_close_with_the_counts():
     code, lines = run_cli(SEMANTIC, "--cases", "1,26,928", "--jobs", "2")
     assert lines[:3] == ["00001 pass", "00026 pass", "00928 pass"]
-    assert CLOSING.match(lines[-1]).groups() == ("3", "0", "0")
+    assert CLOSING.match(lines[-1]).groups() == ("3", "0", "0", None)
     assert code == 0
 
 
@@ -126,22 +147,120 @@ def test_forced_failure_reports_the_worst_point(tmp_path):
 
 
 @needs_semantic
-def test_flux_balance_cases_are_skipped(tmp_path):
+def test_flux_balance_cases_are_skipped_as_not_time_courses(tmp_path):
     case = copy_case("00001", tmp_path)
     m = case / "00001-model.m"
     m.write_text(m.read_text().replace("TimeCourse", "FluxBalanceSteadyState"))
-    code, lines = run_cli(tmp_path)
-    assert lines[0].startswith("00001 skipped: flux balance")
-    assert lines[-1] == "0 passed, 0 failed, 1 skipped" and code == 0
+    code, lines = run_cli(tmp_path, "--json", tmp_path / "out.json")
+    assert lines[0] == "00001 skipped: testType FluxBalanceSteadyState: not a time course"
+    assert lines[-1] == "0 passed, 0 failed, 1 skipped (1 not a time course)" and code == 0
+    record = json.loads((tmp_path / "out.json").read_text())
+    assert record["summary"]["not_time_course"] == 1 and record["summary"]["refused"] == 0
+    assert record["cases"][0]["skipped_as"] == "not_time_course"
 
 
 @needs_semantic
-def test_invalid_sbml_is_a_refusal_not_a_crash(tmp_path):
+def test_a_refused_feature_is_a_skip_counted_as_refused(tmp_path):
+    copy_case("00941", tmp_path)  # delay(): the ode backend refuses it in supports()
+    copy_case("00001", tmp_path)
+    m = tmp_path / "00001" / "00001-model.m"
+    m.write_text(m.read_text().replace("TimeCourse", "FluxBalanceSteadyState"))
+    code, lines = run_cli(tmp_path, "--backend", "ode", "--timeout", "0",
+                          "--json", tmp_path / "out.json")
+    assert lines[1].startswith("00941 skipped: backend 'ode' does not support: delay()")
+    assert lines[-1] == "0 passed, 0 failed, 2 skipped (1 refused feature, 1 not a time course)"
+    assert code == 0
+    summary = json.loads((tmp_path / "out.json").read_text())["summary"]
+    assert (summary["refused"], summary["not_time_course"], summary["skipped"]) == (1, 1, 2)
+
+
+@needs_semantic
+def test_sbml_the_importer_cannot_read_is_a_failure_not_a_skip(tmp_path):
     case = copy_case("00001", tmp_path)
     (case / "00001-sbml-l3v2.xml").write_text("<sbml>not really</sbml>")
     code, lines = run_cli(tmp_path, "--timeout", "0")
-    assert lines[0].startswith("00001 skipped: ")
-    assert lines[-1] == "0 passed, 0 failed, 1 skipped"
+    assert lines[0].startswith("00001 FAIL SBMLImportError: ")
+    assert lines[-1] == "0 passed, 1 failed, 0 skipped" and code == 1
+
+
+@needs_semantic
+def test_a_compile_failure_is_a_failure_not_a_skip(tmp_path, monkeypatch):
+    """The real path: the ode backend's CPU engine builds the generated kernel with
+    $CXX, here a compiler that rejects everything (and has a version of its own, so
+    that no cached build of another compiler is used)."""
+    copy_case("00001", tmp_path)
+    cxx = tmp_path / "broken-c++"
+    cxx.write_text("#!/bin/sh\n"
+                   "if [ \"$1\" = --version ]; then echo 'broken-c++ 0.0 (test)'; exit 0; fi\n"
+                   "echo 'kernel.cpp:1:1: error: this compiler compiles nothing' >&2\n"
+                   "exit 1\n")
+    cxx.chmod(0o755)
+    monkeypatch.setenv("CXX", str(cxx))
+    monkeypatch.setenv("SBMLGPU_CACHE_DIR", str(tmp_path / "cache"))
+    code, lines = run_cli(tmp_path, "--backend", "ode", "--timeout", "0",
+                          "--json", tmp_path / "out.json")
+    assert lines[0].startswith("00001 FAIL HostCompileError: ")
+    assert str(cxx) in lines[0]
+    assert lines[-1] == "0 passed, 1 failed, 0 skipped" and code == 1
+    (record,) = json.loads((tmp_path / "out.json").read_text())["cases"]
+    assert "compiles nothing" in record["message"]  # the compiler's own words are kept
+
+
+@needs_semantic
+@pytest.mark.parametrize("backend", [None, "reference"])
+def test_an_option_error_is_a_failure_not_a_skip(tmp_path, backend):
+    """A variable the model does not have: `sbmlgpu.run` refuses the output name
+    with an OptionError, which the runner reports as a FAIL."""
+    case = copy_case("00001", tmp_path)
+    settings = case / "00001-settings.txt"
+    settings.write_text(settings.read_text().replace("variables: S1, S2", "variables: S1, S3"))
+    results = case / "00001-results.csv"
+    results.write_text(results.read_text().replace("S2", "S3", 1))
+    argv = ["--timeout", "0"] + (["--backend", backend] if backend else [])
+    code, lines = run_cli(tmp_path, *argv)
+    assert lines[0].startswith("00001 FAIL OptionError: option outputs: 'S3' is not an id")
+    assert lines[-1] == "0 passed, 1 failed, 0 skipped" and code == 1
+
+
+@needs_semantic
+def test_a_printer_gap_is_a_failure_and_a_bug_report_not_a_skip(tmp_path, monkeypatch):
+    """The CUDA printer made unable to print products: the ode backend must not
+    refuse the model (a refusal would read as a skip) but raise InternalError."""
+    import sympy as sp
+
+    import sbmlgpu
+    from sbmlgpu.codegen import printer
+    from sbmlgpu.errors import InternalError
+
+    real = printer._dispatch
+
+    def without_mul(printer_class, expr_class):
+        return None if issubclass(expr_class, sp.Mul) else real(printer_class, expr_class)
+
+    monkeypatch.setattr(printer, "_dispatch", without_mul)
+    copy_case("00001", tmp_path)
+    code, lines = run_cli(tmp_path, "--backend", "ode", "--timeout", "0")
+    assert lines[0].startswith("00001 FAIL CodegenError: the CUDA code generator cannot print ")
+    assert "bug in sbmlgpu" in lines[0]
+    assert lines[-1] == "0 passed, 1 failed, 0 skipped" and code == 1
+    # for a user: a typed error naming the construct and the elements, not a refusal
+    with pytest.raises(InternalError, match=r"cannot print Mul \(in .*reaction1.*\): this is "
+                                            r"a bug in sbmlgpu"):
+        sbmlgpu.run(SEMANTIC / "00001" / "00001-sbml-l3v2.xml", backend="ode", end=1.0,
+                    device="cpu", progress=False)
+
+
+@needs_semantic
+@pytest.mark.parametrize("settings_edit, why", [
+    (("variables: S1, S2", "variables: "), "names nothing to compare"),
+])
+def test_a_case_with_nothing_to_compare_fails(tmp_path, settings_edit, why):
+    case = copy_case("00001", tmp_path)
+    settings = case / "00001-settings.txt"
+    settings.write_text(settings.read_text().replace(*settings_edit))
+    code, lines = run_cli(tmp_path, "--timeout", "0")
+    assert lines[0].startswith("00001 FAIL bad case files:") and why in lines[0]
+    assert lines[-1] == "0 passed, 1 failed, 0 skipped" and code == 1
 
 
 @needs_semantic
@@ -150,10 +269,10 @@ def test_unexpected_exception_is_a_fail_and_the_run_goes_on(tmp_path, monkeypatc
     copy_case("00002", tmp_path)
     real = run_case_mod.reference_values
 
-    def broken(model_path, *args, **kw):
-        if "00001" in str(model_path):
+    def broken(network, *args, **kw):
+        if "00001" in network.source:
             raise RuntimeError("boom")
-        return real(model_path, *args, **kw)
+        return real(network, *args, **kw)
 
     monkeypatch.setattr(run_case_mod, "reference_values", broken)
     code, lines = run_cli(tmp_path, "--timeout", "0")  # in this process
@@ -169,11 +288,11 @@ def test_a_hanging_case_times_out(tmp_path, monkeypatch):
     copy_case("00002", tmp_path)
     real = run_case_mod.reference_values
 
-    def hang(model_path, *args, **kw):
-        if "00001" in str(model_path):
+    def hang(network, *args, **kw):
+        if "00001" in network.source:
             import time
             time.sleep(60)
-        return real(model_path, *args, **kw)
+        return real(network, *args, **kw)
 
     monkeypatch.setattr(run_case_mod, "reference_values", hang)  # the forked worker has it
     code, lines = run_cli(tmp_path, "--timeout", "3")
@@ -187,4 +306,4 @@ def test_stochastic_cases_need_a_stochastic_backend(tmp_path):
     copy_case("00001", tmp_path, STOCHASTIC)
     code, lines = run_cli(tmp_path, "--timeout", "0")
     assert lines[0] == "00001 skipped: stochastic case: needs a stochastic backend (--backend ssa)"
-    assert lines[-1] == "0 passed, 0 failed, 1 skipped"
+    assert lines[-1] == "0 passed, 0 failed, 1 skipped (1 refused feature)"

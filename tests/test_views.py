@@ -9,7 +9,8 @@ import pytest
 import sympy as sp
 
 import sbmlgpu
-from sbmlgpu.errors import UnsupportedModelError
+from sbmlgpu.errors import OptionError, UnsupportedModelError
+from sbmlgpu.views import cache as view_cache
 from sbmlgpu.views import ode_system, stochastic_system
 
 from .sbml_strings import math_apply, model, parameter, reaction, species
@@ -62,3 +63,82 @@ def test_every_bundled_model_has_an_ode_view(name):
     assert ode.jacobian.shape == (ode.n_states, ode.n_states)
     allowed = set(ode.x) | set(ode.p) | {ode.t}
     assert all(f.free_symbols <= allowed for f in ode.rhs)
+
+
+# -- outputs: value, amount, concentration ------------------------------------------
+
+def _two_compartments():
+    """A (size-2 compartment), B (hasOnlySubstanceUnits), Z (0-D compartment)."""
+    from .test_outputs import network
+
+    return network()
+
+
+def _at(view, e, amounts=None):
+    """e at the start, or with the states set to `amounts` (by SBML id)."""
+    p = dict(zip(view.p, view.p_values))
+    x = [float(v.subs(p)) for v in view.x0] if amounts is None else \
+        [amounts[sid] for sid in view.state_ids]
+    return float(sp.sympify(e).subs(dict(zip(view.x, x))).subs(p))
+
+
+@pytest.mark.parametrize("build", [ode_system, stochastic_system])
+def test_views_report_values_amounts_and_concentrations(build):
+    view = build(_two_compartments())
+    # A: 10 molecules in size 2 -> value 5 (a concentration), amount 10
+    assert _at(view, view.output("A")) == 5.0
+    assert _at(view, view.output("A", "amount")) == 10.0
+    assert _at(view, view.output_named("[A]")) == 5.0
+    assert _at(view, view.output_named("amount(A)")) == 10.0
+    # B has only substance units: its value is its amount
+    later = {"A": 6.0, "B": 4.0}
+    assert _at(view, view.output("B"), later) == 4.0
+    assert _at(view, view.output_named("amount(B)"), later) == 4.0
+    assert _at(view, view.output_named("concentration(B)"), later) == 2.0
+    # Z in a 0-D compartment: value and amount are the amount; no concentration
+    assert _at(view, view.output("Z")) == 3.0
+    assert _at(view, view.output_named("amount(Z)")) == 3.0
+    with pytest.raises(OptionError, match="spatialDimensions 0"):
+        view.output_named("[Z]")
+    with pytest.raises(OptionError, match="species only"):
+        view.output("k", "amount")
+    with pytest.raises(OptionError, match="did you mean A"):
+        view.output_named("a")
+
+
+def test_the_stochastic_view_reports_sbml_values_whatever_its_rate_reading():
+    net = _two_compartments()
+    amount_reading = stochastic_system(net, species_in_rates="amount")
+    assert _at(amount_reading, amount_reading.output("A")) == 5.0
+    assert amount_reading.output("A") == ode_system(net).output("A")
+
+
+# -- one view per (network, kind) ------------------------------------------------------
+
+def test_views_are_built_once_per_network_and_kind():
+    net = sbmlgpu.load(MODELS / "decay_dimerisation.xml")
+    ode = ode_system(net)
+    assert ode_system(net) is ode
+    sbml, amount = stochastic_system(net), stochastic_system(net, species_in_rates="amount")
+    assert stochastic_system(net) is sbml and stochastic_system(net, "amount") is amount
+    assert sbml is not amount
+    # a transformed network is a new instance: views of its own, of its own network
+    import dataclasses
+
+    changed = dataclasses.replace(net, id="changed")
+    assert ode_system(changed) is not ode and ode_system(changed).network is changed
+    # the same model loaded again is another instance too
+    assert ode_system(sbmlgpu.load(MODELS / "decay_dimerisation.xml")) is not ode
+
+
+def test_a_refused_view_is_not_cached_and_a_pickled_network_carries_no_views():
+    import pickle
+
+    lorenz = sbmlgpu.load(MODELS / "lorenz.xml")
+    for _ in range(2):  # refused each time, never a cached half-built view
+        with pytest.raises(UnsupportedModelError, match="rate rule"):
+            stochastic_system(lorenz)
+    ode_system(lorenz)
+    copy = pickle.loads(pickle.dumps(lorenz))  # e.g. to a worker process
+    assert copy == lorenz and not copy.__dict__.get(view_cache._ATTRIBUTE)
+    assert ode_system(copy).network is copy

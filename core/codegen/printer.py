@@ -50,7 +50,7 @@ from sympy.logic.boolalg import Boolean, BooleanAtom, BooleanFunction
 from sympy.printing.c import C99CodePrinter
 from sympy.printing.precedence import PRECEDENCE, precedence
 
-from ..errors import OptionError, UnsupportedModelError
+from ..errors import InternalError, OptionError
 from .names import mangle
 
 PRECISIONS = ("double", "float")
@@ -76,12 +76,17 @@ _INVERSE_RECIPROCAL = {"asec": "acos", "acsc": "asin", "acot": "atan",
                        "asech": "acosh", "acsch": "asinh", "acoth": "atanh"}
 
 
-class CodegenError(UnsupportedModelError):
-    """A construct the CUDA code generator cannot turn into correct code."""
+class CodegenError(InternalError):
+    """A construct the CUDA code generator cannot turn into correct code. A bug in
+    sbmlgpu, not a refusal of the model: what a backend cannot simulate it refuses
+    in supports() before any code is generated."""
 
     def __init__(self, construct: str, where: tuple[str, ...] | list[str] = ()):
         self.construct = construct
-        super().__init__({construct: tuple(where)}, who="the CUDA code generator")
+        self.where = tuple(where)
+        at = f" (in {', '.join(self.where)})" if self.where else ""
+        super().__init__(f"the CUDA code generator cannot print {construct}{at}: this is a "
+                         f"bug in sbmlgpu; please report it with the model")
 
     def at(self, where: str) -> "CodegenError":
         """The same error, naming the model element it came from."""

@@ -69,9 +69,11 @@ class TimeCourse(Task):
     seed: int = setting(0, "seed of the random streams (Philox keyed by seed and SBML id / "
                            "member)", minimum=0)
     outputs: tuple[str, ...] | None = setting(
-        None, "comma-separated names to report: an SBML id (its SBML value), [S1] (the "
-              "concentration of species S1), amount(S1) (its amount) [default: the "
-              "backend's choice, usually every species and every variable that changes]",
+        None, "comma-separated outputs: an SBML id (its SBML value: a species' "
+              "concentration unless it has only substance units), [S] or concentration(S) "
+              "for a species' concentration, amount(S) for its amount; columns keep these "
+              "names [default: every species' value, then the parameters and compartments "
+              "that change]",
         parse=id_list, metavar="IDS")
     summary: bool = setting(False, "keep the ensemble mean, sd and quantiles (over members "
                                    "that succeeded) instead of every trajectory")

@@ -4,7 +4,10 @@
     python -m sbmlgpu.testsuite CASES_DIR --cases 1-100,250
 
 One line per case (`NNNNN pass`, `NNNNN FAIL ...`, `NNNNN skipped: <reason>`),
-then `N passed, N failed, N skipped`. `add_arguments(parser)` and
+then `N passed, N failed, N skipped (N refused features, N not time courses)`:
+a case is skipped only when the simulator refuses a feature of its model (a typed
+UnsupportedModelError) or when it is not a time course; anything else that stops
+it is a FAIL. `add_arguments(parser)` and
 `main_from_args(args)` are what the `sbmlgpu` CLI wires in.
 """
 

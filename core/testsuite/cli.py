@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..errors import OptionError
 from .cases import find_cases, parse_selection
-from .outcome import FAIL, PASS, SKIP, Outcome
+from .outcome import PASS, Outcome, closing_line, tally
 from .pool import run_cases
 from .runner import RunConfig
 
@@ -40,7 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main_from_args(args: argparse.Namespace, out=None) -> int:
     """Run the cases; 0 when none failed (skips are not failures), 1 otherwise,
-    2 for bad arguments."""
+    2 for bad arguments. Closes with `N passed, N failed, N skipped (N refused
+    features, N not time courses)`."""
     out = out or sys.stdout
     try:
         selection = parse_selection(args.cases)
@@ -65,11 +66,11 @@ def main_from_args(args: argparse.Namespace, out=None) -> int:
     started = time.perf_counter()
     outcomes = _print_in_order(run_cases(cases, config, jobs=args.jobs, timeout=args.timeout),
                                [c.number for c in cases], out, args.quiet)
-    counts = {s: sum(1 for o in outcomes if o.status == s) for s in (PASS, FAIL, SKIP)}
+    counts = tally(outcomes)
     if args.json:
         _write_json(Path(args.json), args, outcomes, counts, time.perf_counter() - started)
-    print(f"{counts[PASS]} passed, {counts[FAIL]} failed, {counts[SKIP]} skipped", file=out)
-    return 1 if counts[FAIL] else 0
+    print(closing_line(counts), file=out)
+    return 1 if counts["failed"] else 0
 
 
 def _print_in_order(stream, order, out, quiet) -> list[Outcome]:
@@ -90,8 +91,7 @@ def _write_json(path: Path, args, outcomes, counts, seconds) -> None:
     doc = {
         "cases_dir": str(args.cases_dir),
         "backend": args.backend or "reference",
-        "summary": {"passed": counts[PASS], "failed": counts[FAIL], "skipped": counts[SKIP],
-                    "seconds": round(seconds, 1)},
+        "summary": {**counts, "seconds": round(seconds, 1)},
         "cases": [o.record() for o in outcomes],
     }
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,12 @@
-"""One case, start to finish, never raising: every problem becomes an Outcome."""
+"""One case, start to finish, never raising: every problem becomes an Outcome.
+
+Skipped, and only these: a case whose testType is not a time course, and a model
+that the simulator refuses with a typed UnsupportedModelError (a feature it
+declines, named with its elements). Every other problem is a FAIL with its
+reason: unreadable case files, SBML the importer cannot read, an option the
+backend rejects, a compile or device error, a printer gap (InternalError), a
+failed simulation, a case with nothing to compare, or any other exception (a bug).
+"""
 
 from __future__ import annotations
 
@@ -7,13 +15,15 @@ import time
 import traceback
 from dataclasses import dataclass
 
-from ..errors import SbmlGpuError, SimulationError
+from ..errors import SbmlGpuError, UnsupportedModelError
 from .cases import STOCHASTIC, Case, CaseError
-from .outcome import FAIL, SKIP, Outcome
+from .outcome import FAIL, Outcome
 from .semantic import backend_values, reference_values, run_semantic
 from .stochastic import run_stochastic
 
-FBA = "FluxBalanceSteadyState"
+# The suite's testTypes that are time courses (semantic; DSMTS and its
+# distrib-package variant); any other, e.g. FluxBalanceSteadyState, is not.
+TIME_COURSES = ("TimeCourse", "StochasticTimeCourse", "StatisticalDistribution")
 
 
 @dataclass(frozen=True)
@@ -34,9 +44,10 @@ def run_case(case: Case, config: RunConfig) -> Outcome:
 
 def _run(case: Case, config: RunConfig) -> Outcome:
     try:
-        if case.test_type() == FBA:
-            return Outcome(case.number, SKIP, f"flux balance case (testType: {FBA}): "
-                                              f"not a time course")
+        test_type = case.test_type()
+        if test_type and test_type not in TIME_COURSES:
+            return Outcome.not_time_course(case.number, f"testType {test_type}: "
+                                                        f"not a time course")
         settings = case.settings()
         model = case.model_path()
         if settings.kind == STOCHASTIC:
@@ -52,10 +63,10 @@ def _run(case: Case, config: RunConfig) -> Outcome:
         return outcome
     except CaseError as exc:
         return Outcome(case.number, FAIL, f"bad case files: {exc}")
-    except SimulationError as exc:
-        return Outcome(case.number, FAIL, str(exc))
-    except SbmlGpuError as exc:  # refusals: unsupported features, invalid SBML, options
-        return Outcome(case.number, SKIP, " ".join(str(exc).split()))
+    except UnsupportedModelError as exc:  # the one typed refusal
+        return Outcome.refused(case.number, " ".join(str(exc).split()))
+    except SbmlGpuError as exc:  # compile, device, option, simulation, import, bugs
+        return Outcome(case.number, FAIL, f"{type(exc).__name__}: {exc}")
     except Exception as exc:  # a bug somewhere: a failure, never the end of the run
         where = traceback.extract_tb(exc.__traceback__)[-1]
         return Outcome(case.number, FAIL,

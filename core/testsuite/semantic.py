@@ -7,6 +7,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import SimulationError
+from ..outputs import VALUE, check_outputs, evaluate, output_name
 from .cases import Case, CaseError, Settings
 from .compare import compare
 from .outcome import Outcome
@@ -30,21 +31,42 @@ def output_times(settings: Settings, expected_times: np.ndarray) -> np.ndarray:
 
 
 def run_semantic(case: Case, settings: Settings, simulate_values: Callable) -> Outcome:
-    """`simulate_values(model_path, times, [(variable, kind), ...]) -> {variable: values}`."""
+    """`simulate_values(network, times, names) -> {name: values}`, `names` the
+    output names (core/outputs.py) of what the case reports (`case_outputs`)."""
     if settings.absolute is None or settings.relative is None:
         raise CaseError(f"{case.settings_path}: no absolute/relative tolerance")
     times_expected, expected = case.expected()
     times = output_times(settings, times_expected)
+    if not settings.variables:
+        raise CaseError(f"{case.settings_path}: 'variables:' names nothing to compare")
     missing = [v for v in settings.variables if v not in expected]
     if missing:
         raise CaseError(f"the results file has no column for {', '.join(missing)}")
-    wanted = [(v, settings.output_kind(v)) for v in settings.variables]
-    got = simulate_values(case.model_path(), times, wanted)
-    passed, worst = compare(times, got, {v: expected[v] for v in settings.variables},
+    from .. import load
+
+    network = load(case.model_path())
+    names = case_outputs(network, settings)
+    got = simulate_values(network, times, list(names.values()))
+    passed, worst = compare(times, {v: got[names[v]] for v in settings.variables},
+                            {v: expected[v] for v in settings.variables},
                             settings.absolute, settings.relative)
+    if worst is None:  # zero rows: a pass would be vacuous
+        raise CaseError("the results file has no points to compare")
     if passed:
         return Outcome(case.number, "pass", worst=worst)
     return Outcome(case.number, "fail", message=_describe(worst), worst=worst)
+
+
+def case_outputs(network, settings: Settings) -> dict[str, str]:
+    """{variable: output name}: what the case reports of each variable, spelled as
+    the outputs of a run (core/outputs.py). The `amount:` and `concentration:` lists
+    also name compartments (00051: a compartment under `amount:`), whose size is
+    their one value."""
+    out = {}
+    for v in settings.variables:
+        kind = settings.output_kind(v)
+        out[v] = output_name(v, kind if network.kind_of(v) == "species" else VALUE)
+    return out
 
 
 def _describe(worst) -> str:
@@ -52,58 +74,29 @@ def _describe(worst) -> str:
             f"expected {worst.expected:.10g}")
 
 
-def reference_values(model_path, times, wanted, *, rtol=1e-8, atol=1e-10):
-    """Simulate with the CPU reference, called directly."""
-    from .. import load
+def reference_values(network, times, names, *, rtol=1e-8, atol=1e-10):
+    """Simulate with the CPU reference, called directly; {name: values}."""
     from ..errors import UnsupportedModelError
     from ..reference import compile_model, simulate, unsupported
 
-    network = load(model_path)
     refused = unsupported(network)
     if refused:
         raise UnsupportedModelError(refused, who="the CPU reference")
+    check_outputs(network, names)
     traj = simulate(compile_model(network), times, rtol=rtol, atol=atol)
     if not traj.ok:
         raise SimulationError(f"{traj.status}: {traj.message}")
-    out = {}
-    for kind in ("value", "amount", "concentration"):
-        ids = [v for v, k in wanted if k == kind]
-        if ids:
-            values = traj.evaluate(ids, kind)
-            out.update({v: values[:, i] for i, v in enumerate(ids)})
-    return out
+    values = evaluate(traj, names)
+    return {name: values[:, j] for j, name in enumerate(names)}
 
 
-def backend_values(model_path, times, wanted, *, backend: str):
-    """Simulate through the plugin API, `sbmlgpu.run(..., backend=...)`.
-
-    Backends report SBML values (a species' concentration unless it has only
-    substance units), so amounts and concentrations are converted here with the
-    compartment's size, which is asked for as an extra output column."""
-    from .. import load
+def backend_values(network, times, names, *, backend: str):
+    """Simulate through the plugin API, `sbmlgpu.run(..., backend=...)`, asking for
+    each output by name (amounts and concentrations included); {name: values}."""
     from ..api import run
 
-    network = load(model_path)
-    extra = []
-    for v, kind in wanted:
-        if kind != "value" and v in network.species_by_id:
-            comp = network.species_by_id[v].compartment
-            if comp not in extra:
-                extra.append(comp)
-    outputs = list(dict.fromkeys([v for v, _ in wanted] + extra))
-    result = run(network, backend=backend, times=times, outputs=outputs, progress=False)
+    result = run(network, backend=backend, times=times, outputs=list(names), progress=False)
     if result.n_failed:
         _, status, message = result.failures()[0]
         raise SimulationError(f"backend {backend}: {status.name}: {message}")
-    out = {}
-    for v, kind in wanted:
-        value = np.asarray(result[v][0], dtype=float)
-        if kind != "value" and v in network.species_by_id:
-            size = np.asarray(result[network.species_by_id[v].compartment][0], dtype=float)
-            is_amount = network.species_value_is_amount(v)
-            if kind == "amount" and not is_amount:
-                value = value * size
-            elif kind == "concentration" and is_amount:
-                value = value / size
-        out[v] = value
-    return out
+    return {name: np.asarray(result[name][0], dtype=float) for name in names}

@@ -15,10 +15,8 @@ misses in about 1,500 points per statistic), so a case that misses once is
 reported as a FAIL with its worst point, and passes again with another --seed.
 
 Variables are reported as the settings' `amount:` / `concentration:` lists say:
-backends give SBML values (a species' concentration unless it has only
-substance units), so a species asked for as an amount is scaled by its
-compartment's size (mean and sd alike; the size must not change, which the SSA
-backend guarantees by refusing varying compartments).
+the run asks for `amount(X)` or `[X]` (core/outputs.py), so the backend reports
+the mean and sd of exactly that quantity.
 
 The run goes through `sbmlgpu.run(..., summary=True)`: the backend returns the
 ensemble mean and sd (on the GPU they are accumulated there), never the n
@@ -32,6 +30,7 @@ import numpy as np
 from .cases import Case, CaseError, Settings
 from .compare import Worst
 from .outcome import Outcome
+from .semantic import case_outputs
 
 NEEDS_BACKEND = "stochastic case: needs a stochastic backend (--backend ssa)"
 
@@ -81,34 +80,20 @@ def check_points(mean, sd, mu, sigma, runs: int, mean_range=(-3.0, 3.0),
     return bad_z, bad_y, score
 
 
-def _sizes(network, variables, settings: Settings) -> dict[str, str]:
-    """{variable: compartment id} for species whose reported kind differs from their
-    SBML value (amount asked of a concentration species, or the reverse)."""
-    out = {}
-    for v in variables:
-        if v not in network.species_by_id:
-            continue
-        kind = settings.output_kind(v)
-        is_amount = network.species_value_is_amount(v)
-        if (kind == "amount" and not is_amount) or (kind == "concentration" and is_amount):
-            out[v] = network.species_by_id[v].compartment
-    return out
-
-
 def run_stochastic(case: Case, settings: Settings, backend: str | None, *, runs: int,
                    seed: int, allowed_misses: int = 0) -> Outcome:
-    if backend is None or backend == "reference":
-        return Outcome(case.number, "skip", NEEDS_BACKEND)
+    if backend is None or backend == "reference":  # the reference declines the method
+        return Outcome.refused(case.number, NEEDS_BACKEND)
     from .. import load
     from ..api import run
 
     network = load(case.model_path())  # first: a model we refuse is skipped, whatever its table
     times, expected = expected_statistics(case, settings)
-    variables = list(settings.variables)
-    sizes = _sizes(network, variables, settings)
-    outputs = list(dict.fromkeys(variables + list(sizes.values())))
-    result = run(network, backend=backend, times=times, outputs=outputs, n=runs, seed=seed,
-                 summary=True, progress=False)
+    if not expected:
+        raise CaseError(f"{case.settings_path}: 'variables:' names nothing to compare")
+    names = case_outputs(network, settings)
+    result = run(network, backend=backend, times=times, outputs=list(names.values()), n=runs,
+                 seed=seed, summary=True, progress=False)
     if result.n_failed:
         first = result.failures()[0]
         return Outcome(case.number, "fail", f"{result.n_failed} of {runs} runs failed; "
@@ -120,12 +105,8 @@ def run_stochastic(case: Case, settings: Settings, backend: str | None, *, runs:
     worst: Worst | None = None
     worst_zy = (0.0, 0.0)
     for v, (mu, sigma) in expected.items():
-        stats = result.summary_of(v)
+        stats = result.summary_of(names[v])
         mean, sd = np.asarray(stats["mean"], float), np.asarray(stats["sd"], float)
-        if v in sizes:
-            size = np.asarray(result.summary_of(sizes[v])["mean"], float)
-            factor = size if settings.output_kind(v) == "amount" else 1.0 / size
-            mean, sd = mean * factor, sd * np.abs(factor)
         bad_z, bad_y, score = check_points(mean, sd, mu, sigma, n_used, mean_range, sd_range)
         misses_z += int(bad_z.sum())
         misses_y += int(bad_y.sum())

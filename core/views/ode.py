@@ -30,6 +30,8 @@ import sympy as sp
 
 from ..errors import UnsupportedModelError
 from ..ir import TIME, Delay, Network, RateOf, sym
+from .. import outputs
+from .cache import memoised
 
 AMOUNT = "amount"  # state is a species amount; its SBML value may be amount / size
 VALUE = "value"  # state is the SBML value itself
@@ -109,18 +111,16 @@ class OdeSystem:
         return self.amounts[species_id]
 
     def concentration(self, species_id: str) -> sp.Expr:
-        size = self.values[self.network.species_by_id[species_id].compartment]
-        return self.amounts[species_id] / size
+        return self.output(species_id, outputs.CONCENTRATION)
 
-    def output(self, sbml_id: str, kind: str = "value") -> sp.Expr:
-        """kind: 'value', 'amount' or 'concentration' (the last two for species)."""
-        if kind == "value" or sbml_id not in self.amounts:
-            return self.value(sbml_id)
-        if kind == "amount":
-            return self.amount(sbml_id)
-        if kind == "concentration":
-            return self.concentration(sbml_id)
-        raise ValueError(f"unknown output kind {kind!r}")
+    def output(self, sbml_id: str, kind: str = outputs.VALUE) -> sp.Expr:
+        """kind: 'value', 'amount' or 'concentration' (the last two for species);
+        OptionError for what the model cannot report (core/outputs.py)."""
+        return resolve_output(self, sbml_id, kind)
+
+    def output_named(self, name: str) -> sp.Expr:
+        """The expression of an output name as asked (`S1`, `[S1]`, `amount(S1)`)."""
+        return outputs.expression(self, name)
 
     def parameter_vector(self, overrides: dict[str, float] | None = None) -> np.ndarray:
         """The nominal p with some entries replaced by SBML id."""
@@ -132,6 +132,20 @@ class OdeSystem:
                     raise KeyError(key)
                 p[index[key]] = v
         return p
+
+
+def resolve_output(view, sbml_id: str, kind: str) -> sp.Expr:
+    """What the ODE and the stochastic view answer for output (id, kind): the SBML
+    value, the amount, or amount / compartment size; the rules of what may be asked
+    (species only; no concentration in a 0-D compartment) are core/outputs.py's."""
+    name = outputs.output_name(sbml_id, kind)  # ValueError for an unknown kind
+    outputs.check_output(view.network, outputs.Output(name, sbml_id, kind))
+    if kind == outputs.VALUE:
+        return view.values[sbml_id]
+    if kind == outputs.AMOUNT:
+        return view.amounts[sbml_id]
+    compartment = view.network.species_by_id[sbml_id].compartment
+    return view.amounts[sbml_id] / view.values[compartment]
 
 
 def unsupported(network: Network) -> list[tuple[str, tuple[str, ...]]]:
@@ -150,7 +164,12 @@ def unsupported(network: Network) -> list[tuple[str, tuple[str, ...]]]:
 
 
 def ode_system(network: Network) -> OdeSystem:
-    """Build the ODE view; UnsupportedModelError for what it cannot represent."""
+    """The ODE view of `network`, built once per network (views/cache.py);
+    UnsupportedModelError for what it cannot represent."""
+    return memoised(network, ("ode",), lambda: _build(network))
+
+
+def _build(network: Network) -> OdeSystem:
     missing = unsupported(network)
     if missing:
         raise UnsupportedModelError(missing, who="the ODE view")

@@ -10,6 +10,9 @@ law Lambda*X) expects the rates halved, i.e. X read as amount / 2.
 convention some tools apply to models written for stochastic simulation).
 Rate rules, varying compartments and stoichiometries that are not constant whole
 numbers have no meaning for a jump process and are refused.
+
+Outputs (`values`, `amounts`, `output(id, kind)`) read the model as SBML does,
+whatever `species_in_rates` says: they are the ODE view's, over the same state.
 """
 
 from __future__ import annotations
@@ -19,9 +22,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import sympy as sp
 
+from .. import outputs
 from ..errors import UnsupportedModelError
 from ..ir import TIME, Network
-from .ode import AMOUNT, OdeEvent, _Builder, unsupported as ode_unsupported
+from .cache import memoised
+from .ode import AMOUNT, OdeEvent, _Builder, ode_system, resolve_output
+from .ode import unsupported as ode_unsupported
 
 
 @dataclass(frozen=True)
@@ -39,11 +45,20 @@ class StochasticSystem:
     reactant_orders: np.ndarray  # (reactions, states) molecules consumed, int64
     x0: tuple[sp.Expr, ...]  # in p and t
     events: tuple[OdeEvent, ...]
-    values: dict[str, sp.Expr] = field(repr=False)
+    values: dict[str, sp.Expr] = field(repr=False)  # SBML value of every id, in x, p, t
+    amounts: dict[str, sp.Expr] = field(repr=False)  # species amounts, in x, p, t
     t: sp.Symbol = TIME
 
     def value(self, sbml_id: str) -> sp.Expr:
         return self.values[sbml_id]
+
+    def output(self, sbml_id: str, kind: str = "value") -> sp.Expr:
+        """kind: 'value', 'amount' or 'concentration', as OdeSystem.output."""
+        return resolve_output(self, sbml_id, kind)
+
+    def output_named(self, name: str) -> sp.Expr:
+        """The expression of an output name as asked (`S1`, `[S1]`, `amount(S1)`)."""
+        return outputs.expression(self, name)
 
     @property
     def species_state_indices(self) -> tuple[int, ...]:
@@ -77,12 +92,21 @@ SPECIES_IN_RATES = ("sbml", "amount")
 
 
 def stochastic_system(network: Network, species_in_rates: str = "sbml") -> StochasticSystem:
+    """The stochastic view of `network`, built once per (network, species_in_rates)
+    (views/cache.py); UnsupportedModelError for what a jump process cannot be."""
     if species_in_rates not in SPECIES_IN_RATES:
         raise ValueError(f"species_in_rates must be one of {SPECIES_IN_RATES}")
+    return memoised(network, ("stochastic", species_in_rates),
+                    lambda: _build(network, species_in_rates))
+
+
+def _build(network: Network, species_in_rates: str) -> StochasticSystem:
     missing = unsupported(network)
     if missing:
         raise UnsupportedModelError(missing, who="the stochastic view")
-    ode = _Builder(network, species_as_amounts=species_in_rates == "amount").build()
+    sbml = ode_system(network)  # the SBML reading: outputs, and the rates by default
+    ode = sbml if species_in_rates == "sbml" else \
+        _Builder(network, species_as_amounts=True).build()
     index = {sid: i for i, sid in enumerate(ode.state_ids)}
     reactions = network.reactions
     stoich = np.zeros((len(reactions), len(ode.state_ids)), dtype=np.int64)
@@ -103,7 +127,7 @@ def stochastic_system(network: Network, species_in_rates: str = "sbml") -> Stoch
         reaction_ids=tuple(r.id for r in reactions),
         propensities=tuple(ode.values[r.id] for r in reactions),
         stoichiometry=stoich, reactant_orders=orders, x0=ode.x0, events=ode.events,
-        values=ode.values, t=ode.t)
+        values=sbml.values, amounts=sbml.amounts, t=ode.t)
 
 
 def _fixed(network: Network, species_id: str) -> bool:

@@ -213,7 +213,7 @@ class KernelModel:
         out = []
         for sid in self.outputs:
             try:
-                out.append(self.specialise(self.ode.output(sid, "value")))
+                out.append(self.specialise(self.ode.output_named(sid)))
             except KeyError:
                 raise OptionError("outputs", f"{sid!r} is not a variable of model "
                                              f"{self.ode.network.id!r}") from None

@@ -29,6 +29,7 @@ import numpy as np
 from sbmlgpu.backend import Program, RunRequest
 from sbmlgpu.errors import OptionError
 from sbmlgpu.ir import Network
+from sbmlgpu.outputs import default_outputs
 from sbmlgpu.profile import phase
 from sbmlgpu.results import DEFAULT_QUANTILES
 from sbmlgpu.results import Status, TimeCourseResult
@@ -44,16 +45,6 @@ from .summary import BatchStats, ranges_from_pilot, to_summary
 
 log = logging.getLogger("sbmlgpu.ode")
 WARP = 32
-
-
-def default_outputs(network: Network) -> tuple[str, ...]:
-    """All species, then the parameters and compartments that change over time (the
-    reference backend's default, so that both report the same columns)."""
-    changing = ({r.variable for r in network.rate_rules}
-                | {r.variable for r in network.assignment_rules}
-                | set(network.event_assigned))
-    others = [x.id for x in (*network.parameters, *network.compartments) if x.id in changing]
-    return tuple(s.id for s in network.species) + tuple(others)
 
 
 class OdeProgram(Program):

@@ -4,8 +4,12 @@ Refused, because the kernel cannot do it correctly (yet):
 - whatever the ODE view cannot represent (algebraic rules, fast reactions, reactions
   without rate math, event assignments to variables that are not states, ...);
 - delay(): a delay differential equation needs the trajectory's history, which a
-  thread does not keep;
-- math the CUDA printer cannot print (named by the printer).
+  thread does not keep.
+Math the CUDA printer cannot print is not a refusal but a bug in sbmlgpu (every
+function of SBML math that the ODE view leaves should print): `unsupported`
+raises the printer's CodegenError, an InternalError naming the construct and the
+elements that use it, so that neither a user nor the SBML Test Suite runner
+mistakes it for a feature the backend declines.
 Everything else of SBML's time-course semantics is supported: assignment and rate
 rules, initial assignments (from each member's parameters), varying compartments,
 conversion factors, rateOf, piecewise, events with delays, priorities (ties broken
@@ -33,18 +37,18 @@ def unsupported(network: Network) -> list[tuple[str, tuple[str, ...]]]:
         ode = ode_view.ode_system(network)
     except UnsupportedModelError as exc:
         return [(feature, tuple(ids)) for feature, ids in exc.features.items()]
-    out = []
-    if ode.has_delays:
-        ids = tuple(dict.fromkeys(where for where, e in math_by_element(network)
+    # delay() anywhere, event priorities and delays included (test suite 01521)
+    delayed = tuple(dict.fromkeys(where for where, e in math_by_element(network)
                                   if isinstance(e, sp.Basic) and e.has(Delay)))
-        out.append(("delay() (the kernel keeps no trajectory history)", ids))
-    if not out:
-        out += _unprintable(ode)
-    return out
+    if delayed:
+        return [("delay() (the kernel keeps no trajectory history)", delayed)]
+    _check_printable(ode)  # only an accepted model must print (delay() itself does not)
+    return []
 
 
-def _unprintable(ode) -> list[tuple[str, tuple[str, ...]]]:
-    """Constructs the CUDA printer refuses, by element."""
+def _check_printable(ode) -> None:
+    """CodegenError (a bug to report) for the first construct the CUDA printer
+    cannot print, naming every element that uses it; None when all of it prints."""
     printer = CudaPrinter({}, "double", unmapped="mangle")
     found: dict[str, list[str]] = {}
 
@@ -65,4 +69,6 @@ def _unprintable(ode) -> list[tuple[str, tuple[str, ...]]]:
     for e in ode.events:
         for part in (e.trigger, e.priority, *(v for _, v in e.assignments)):
             check(e.id, part)
-    return [(construct, tuple(dict.fromkeys(ids))) for construct, ids in found.items()]
+    if found:
+        construct, ids = next(iter(found.items()))
+        raise CodegenError(construct, tuple(dict.fromkeys(ids)))

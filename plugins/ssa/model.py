@@ -34,6 +34,7 @@ from functools import cached_property
 import numpy as np
 import sympy as sp
 
+from sbmlgpu import outputs
 from sbmlgpu.errors import UnsupportedModelError
 from sbmlgpu.features import network_features
 from sbmlgpu.ir import TIME, Network
@@ -106,21 +107,14 @@ class SsaModel:
     def _x_set(self) -> frozenset:
         return frozenset(self.x)
 
-    def output_expression(self, sbml_id: str) -> sp.Expr:
-        try:
-            return self.values[sbml_id]
-        except KeyError:
-            raise UnsupportedModelError(
-                {f"output '{sbml_id}' (not a variable of this model)": (sbml_id,)},
-                who="backend 'ssa'") from None
+    def output_expression(self, name: str) -> sp.Expr:
+        """The expression of output `name` (`S1`, `[S1]`, `amount(S1)`: core/outputs.py),
+        from the stochastic view; OptionError naming a name the model cannot report."""
+        return stochastic_system(self.network, self.rate_species).output_named(name)
 
     def default_outputs(self) -> tuple[str, ...]:
-        """Every species, then the parameters and compartments that rules or events
-        change (the reference backend's choice)."""
-        net = self.network
-        changing = ({r.variable for r in net.assignment_rules} | set(net.event_assigned))
-        others = [x.id for x in (*net.parameters, *net.compartments) if x.id in changing]
-        return tuple(s.id for s in net.species) + tuple(others)
+        """What every backend reports by default (core/outputs.py)."""
+        return outputs.default_outputs(self.network)
 
 
 def unsupported(network: Network) -> list[tuple[str, tuple[str, ...]]]:
