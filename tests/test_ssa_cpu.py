@@ -249,7 +249,7 @@ def test_bad_options_are_named():
 
 
 def test_compiled_engine_without_a_compiler_is_an_option_error(monkeypatch):
-    monkeypatch.setattr(host, "compiler", lambda: None)
+    monkeypatch.setattr("sbmlgpu.runtime.host.find_compiler", lambda: None)
     with pytest.raises(OptionError, match="cpu-engine"):
         SsaBackend().compile(dimerisation(), SsaOptions(cpu_engine="compiled"), None)
     program = SsaBackend().compile(dimerisation(), SsaOptions(), None)
