@@ -19,7 +19,6 @@ accumulates statistics (stats.py), on the GPU with atomics.
 
 from __future__ import annotations
 
-import hashlib
 import tempfile
 import threading
 import time
@@ -33,7 +32,7 @@ from sbmlgpu.errors import OptionError, UnsupportedModelError
 from sbmlgpu.results import Result
 
 from . import host, tuning
-from .codegen import Variant, kernel_source
+from .codegen import Variant, kernel_source, source_name
 from .cpu import EngineOutput, NumpyEngine
 from .expressions import Expressions, prepare
 from .model import SsaModel
@@ -79,7 +78,8 @@ class SsaProgram(Program):
         self.variant = Variant(layout, update, method, options.precision)
         self.order = self._reaction_order() if method == "optimized" else None
         default = prepare(model, (), model.default_outputs(), self.order)
-        self.sources = {"ssa.cu": kernel_source(default, self.variant)}
+        text = kernel_source(default, self.variant)
+        self.sources = {source_name(default, self.variant, text): text}
         self._engines: dict[tuple, Any] = {}
         self._lock = threading.Lock()
 
@@ -108,19 +108,18 @@ class SsaProgram(Program):
             if key in self._engines:
                 return self._engines[key]
             source = kernel_source(exprs, self.variant)
-            if source != self.sources.get("ssa.cu"):
-                tag = hashlib.sha256(source.encode()).hexdigest()[:10]
-                self.sources[f"ssa_{tag}.cu"] = source
+            name = source_name(exprs, self.variant, source)
+            self.sources.setdefault(name, source)
             if self.engine_kind == "gpu":
                 from .gpu import GpuEngine
 
                 flops = count_block(exprs.propensity_block).flops() + 2 * exprs.n_reactions + 30
                 engine = GpuEngine(source, self.variant, exprs.n_states, exprs.n_reactions,
                                    len(exprs.outputs), len(exprs.varied),
-                                   self.options.block_size, flops)
+                                   self.options.block_size, flops, name=name)
             elif self.engine_kind == "compiled":
                 engine = host.HostEngine(source, self.options.precision, len(exprs.outputs),
-                                         self.options.cpu_threads)
+                                         self.options.cpu_threads, name=name)
             else:
                 engine = NumpyEngine(exprs, self.variant)
             self._engines[key] = engine
