@@ -359,7 +359,7 @@ def test_delay_of_a_rate_of_is_zero_before_the_start_and_the_rate_after():
 def test_math_functions_and_their_ieee_edge_cases():
     q = sym("q")
     exprs = {
-        "sec": sp.sec(q),                                  # printed by rewriting
+        "sec": sp.sec(q),                                  # printed as 1/cos(q)
         "fact": sp.factorial(q),                           # gamma(q + 1)
         "root3": sp.Pow(-q, sp.Rational(1, 3)),            # negative base: NaN, not complex
         "pw": sp.Piecewise((1, q > 10)),                   # no otherwise: NaN
@@ -391,3 +391,14 @@ def test_a_blow_up_is_an_integrator_failure_near_its_time():
     assert traj.status in ("integrator_failed", "max_steps")
     assert traj.evaluate(["x"])[1, 0] == pytest.approx(2.0, rel=1e-6)
     assert np.isnan(traj.x[2, 0])
+
+
+def test_generated_code_is_the_kernels_arithmetic_with_truths_read_as_they_are():
+    """The reference prints with core's ScalarPrinter: the CUDA printer's operations
+    in its order (x**2 is x*x, /3 a division), Python's lazy `and`, and a trigger's
+    atoms (b_<i>) used as the truth values they are."""
+    net = clock(event("e", sp.And(x > 1, x < 3), [("y", x**2 / 3)]), extra=(par("y", 0.0),))
+    model = compile_model(net)
+    assert "return array([(x_0*x_0)/3.0], dtype=float)" in model.events[0].values.source
+    assert "return [(b_0 and b_1)]" in model.triggers.source
+    assert simulate(net, [0.0, 2.0]).evaluate(["y"])[1, 0] == pytest.approx(1 / 3)

@@ -77,20 +77,27 @@ _INVERSE_RECIPROCAL = {"asec": "acos", "acsc": "asin", "acot": "atan",
 
 
 class CodegenError(InternalError):
-    """A construct the CUDA code generator cannot turn into correct code. A bug in
-    sbmlgpu, not a refusal of the model: what a backend cannot simulate it refuses
-    in supports() before any code is generated."""
+    """A construct a code generator cannot turn into correct code (`who` names the
+    generator: the CUDA one, or a Python one built on it). A bug in sbmlgpu, not a
+    refusal of the model: what a backend cannot simulate it refuses in supports()
+    before any code is generated."""
 
-    def __init__(self, construct: str, where: tuple[str, ...] | list[str] = ()):
+    def __init__(self, construct: str, where: tuple[str, ...] | list[str] = (),
+                 who: str = "the CUDA code generator"):
         self.construct = construct
         self.where = tuple(where)
+        self.who = who
         at = f" (in {', '.join(self.where)})" if self.where else ""
-        super().__init__(f"the CUDA code generator cannot print {construct}{at}: this is a "
-                         f"bug in sbmlgpu; please report it with the model")
+        super().__init__(f"{who} cannot print {construct}{at}: this is a bug in sbmlgpu; "
+                         f"please report it with the model")
 
     def at(self, where: str) -> "CodegenError":
         """The same error, naming the model element it came from."""
-        return CodegenError(self.construct, (where,))
+        return CodegenError(self.construct, (where,), self.who)
+
+    def by(self, who: str) -> "CodegenError":
+        """The same error, naming another generator."""
+        return CodegenError(self.construct, self.where, who)
 
 
 class CudaPrinter(C99CodePrinter):
@@ -105,6 +112,9 @@ class CudaPrinter(C99CodePrinter):
 
     printmethod = "_cudacode"  # no sympy class defines this: nothing prints itself
     language = "CUDA"
+    generator = "the CUDA code generator"  # who refuses, in a CodegenError
+    # C spellings that the Python printers (numpy_printer.py) replace
+    TRUE, FALSE = "true", "false"
 
     def __init__(self, symbols: Mapping[sp.Basic, str] | None = None,
                  precision: str = "double", unmapped: str = "mangle"):
@@ -131,14 +141,15 @@ class CudaPrinter(C99CodePrinter):
         try:
             return self._print(sp.sympify(expr))
         except CodegenError as e:
-            raise (e.at(where) if where else e) from None
+            e = e.at(where) if where else e
+            raise (e if e.who == self.generator else e.by(self.generator)) from None
 
     def print_value(self, expr, where: str | None = None) -> str:
         """C text of `expr` as a real number; a boolean becomes 1 or 0."""
         expr = sp.sympify(expr)
         text = self.doprint(expr, where=where)
         if is_boolean(expr):
-            return f"({text} ? {self.literal(1)} : {self.literal(0)})"
+            return self._conditional(text, self.literal(1), self.literal(0))
         return text
 
     def print_condition(self, expr, where: str | None = None) -> str:
@@ -212,22 +223,22 @@ class CudaPrinter(C99CodePrinter):
         return self.literal(float(expr))
 
     def _print_Infinity(self, expr):
-        return "INFINITY"
+        return self.literal(math.inf)
 
     def _print_NegativeInfinity(self, expr):
-        return "-INFINITY"
+        return self.literal(-math.inf)
 
     def _print_NaN(self, expr):
-        return "NAN"
+        return self.literal(math.nan)
 
     def _print_ComplexInfinity(self, expr):
-        return "NAN"  # unsigned: see the module docstring
+        return self.literal(math.nan)  # unsigned: see the module docstring
 
     def _print_BooleanTrue(self, expr):
-        return "true"
+        return self.TRUE
 
     def _print_BooleanFalse(self, expr):
-        return "false"
+        return self.FALSE
 
     # -- arithmetic --------------------------------------------------------------
     def _print_Add(self, expr):
@@ -317,8 +328,8 @@ class CudaPrinter(C99CodePrinter):
         (x,) = expr.args
         a = self._print(x)
         zero = self.literal(0)
-        return (f"(({a}) > {zero} ? {self.literal(1)} : "
-                f"(({a}) < {zero} ? {self.literal(-1)} : {zero}))")
+        return self._conditional(f"({a}) > {zero}", self.literal(1),
+                                 self._conditional(f"({a}) < {zero}", self.literal(-1), zero))
 
     def _print_Min(self, expr):
         return self._fold("fmin", expr.args)
@@ -340,14 +351,14 @@ class CudaPrinter(C99CodePrinter):
         if pieces[-1][1] is sp.true:
             out = self._print(pieces.pop()[0])
         else:
-            out = "NAN"
+            out = self.literal(math.nan)
         for value, cond in reversed(pieces):
-            out = f"({self._print(cond)} ? {self._print(value)} : {out})"
+            out = self._conditional(self._print(cond), self._print(value), out)
         return out
 
     def _print_ITE(self, expr):
         c, a, b = expr.args
-        return f"({self._print(c)} ? {self._print(a)} : {self._print(b)})"
+        return self._conditional(self._print(c), self._print(a), self._print(b))
 
     # -- logic -------------------------------------------------------------------
     def _print_Relational(self, expr):
@@ -357,13 +368,13 @@ class CudaPrinter(C99CodePrinter):
         return f"({self._print(expr.lhs)} {op} {self._print(expr.rhs)})"
 
     def _print_And(self, expr):
-        return "(" + " && ".join(self._truth(a) for a in expr.args) + ")"
+        return self._all([self._truth(a) for a in expr.args])
 
     def _print_Or(self, expr):
-        return "(" + " || ".join(self._truth(a) for a in expr.args) + ")"
+        return self._any([self._truth(a) for a in expr.args])
 
     def _print_Not(self, expr):
-        return f"(!{self._truth(expr.args[0])})"
+        return f"({self._negate(self._truth(expr.args[0]))})"
 
     def _print_Xor(self, expr):  # true when an odd number of arguments are true
         out = self._truth(expr.args[0])
@@ -373,17 +384,33 @@ class CudaPrinter(C99CodePrinter):
 
     def _print_Implies(self, expr):
         a, b = expr.args
-        return f"(!{self._truth(a)} || {self._truth(b)})"
+        return self._any([self._negate(self._truth(a)), self._truth(b)])
 
     def _print_Equivalent(self, expr):  # all true or all false
         first = self._truth(expr.args[0])
-        return "(" + " && ".join(f"({first} == {self._truth(a)})" for a in expr.args[1:]) + ")"
+        return self._all([f"({first} == {self._truth(a)})" for a in expr.args[1:]])
 
     def _print_Nand(self, expr):
-        return f"(!{self._print_And(expr)})"
+        return f"({self._negate(self._print_And(expr))})"
 
     def _print_Nor(self, expr):
-        return f"(!{self._print_Or(expr)})"
+        return f"({self._negate(self._print_Or(expr))})"
+
+    # -- C's conditional and logical operators (the Python printers respell them) --
+    CONDITIONAL = "({condition} ? {a} : {b})"
+    AND, OR, NOT = " && ", " || ", "!"
+
+    def _conditional(self, condition: str, a: str, b: str) -> str:
+        return self.CONDITIONAL.format(condition=condition, a=a, b=b)
+
+    def _all(self, truths: list[str]) -> str:
+        return "(" + self.AND.join(truths) + ")"
+
+    def _any(self, truths: list[str]) -> str:
+        return "(" + self.OR.join(truths) + ")"
+
+    def _negate(self, truth: str) -> str:
+        return self.NOT + truth
 
     # -- helpers -----------------------------------------------------------------
     def _call(self, name: str, args) -> str:

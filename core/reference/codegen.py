@@ -1,6 +1,8 @@
 """sympy expressions -> Python functions, compiled once per model.
 
-One source text, two namespaces. The *fast* namespace uses the `math` module on
+The text comes from core's ScalarPrinter (sbmlgpu.codegen.numpy_printer): the CUDA
+printer's arithmetic in the kernel's order, with Python's lazy conditionals. One
+source text, two namespaces. The *fast* namespace uses the `math` module on
 Python floats; `math` raises where IEEE arithmetic would give inf or NaN (1/0,
 log(0), exp(1000), a negative base to a fractional power). Then the call is
 repeated in the *safe* namespace, where the same names are numpy functions on
@@ -15,15 +17,14 @@ delay(e, d) becomes `_delay(k, t - d, t, x)`; the caller supplies `_delay`.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
-import scipy.special
 import sympy as sp
-from sympy.printing.pycode import PythonCodePrinter
 
+from ..codegen.numpy_printer import (ScalarPrinter, define, safe_scalar_namespace,
+                                     scalar_namespace)
 from ..errors import UnsupportedModelError
 
 
@@ -33,140 +34,28 @@ class DelayCall(sp.Function):
     nargs = 2
 
 
-class _Printer(PythonCodePrinter):
-    """Python printer with bare function names (resolved in our namespaces),
-    round-trip floats, NaN for a piecewise without otherwise, and `pow` for
-    fractional powers (Python's ** gives a complex number for a negative base)."""
+class _Printer(ScalarPrinter):
+    """ScalarPrinter that prints delay() calls for the time loop's history and knows
+    that the symbols b_<i> are truth values (a trigger's atoms), used as they are."""
 
-    def __init__(self):
-        super().__init__({"fully_qualified_modules": False, "standard": "python3"})
+    generator = "the CPU reference"
 
-    def _module_format(self, fqn, register=True):
-        return fqn.split(".")[-1]
-
-    def _print_Float(self, e):
-        return repr(float(e))
-
-    def _print_Integer(self, e):
-        return str(int(e))
-
-    def _print_Rational(self, e):
-        return f"({int(e.p)}/{int(e.q)})"
-
-    def _print_Half(self, e):
-        return "0.5"
-
-    def _print_NaN(self, e):
-        return "nan"
-
-    def _print_ComplexInfinity(self, e):
-        return "nan"
-
-    def _print_Infinity(self, e):
-        return "inf"
-
-    def _print_NegativeInfinity(self, e):
-        return "(-inf)"
-
-    def _print_Exp1(self, e):
-        return "e"
-
-    def _print_Pi(self, e):
-        return "pi"
-
-    def _print_BooleanTrue(self, e):
-        return "True"
-
-    def _print_BooleanFalse(self, e):
-        return "False"
-
-    def _print_Pow(self, e, rational=False):
-        base, exp = e.args
-        if exp.is_Integer:
-            n = int(exp)
-            b = self.parenthesize(base, 100)  # always parenthesised
-            if n == -1:
-                return f"(1.0/{b})"
-            if n < 0:
-                return f"(1.0/({b})**{-n})"
-            return f"({b})**{n}"
-        if exp == sp.Rational(1, 2):
-            return f"sqrt({self._print(base)})"
-        if exp == sp.Rational(-1, 2):
-            return f"(1.0/sqrt({self._print(base)}))"
-        return f"pow({self._print(base)}, {self._print(exp)})"
-
-    def _print_Piecewise(self, e):
-        parts = []
-        for value, cond in e.args:
-            if cond is sp.true or cond == True:  # noqa: E712
-                parts.append(f"({self._print(value)})")
-                break
-            parts.append(f"({self._print(value)}) if ({self._print(cond)}) else ")
-        else:
-            parts.append("nan")
-        return "(" + "".join(parts) + ")"
-
-    def _print_factorial(self, e):
-        return f"factorial({self._print(e.args[0])})"
+    def _truth(self, expr) -> str:
+        if isinstance(expr, sp.Symbol) and expr.name.startswith("b_"):
+            return self._print(expr)
+        return super()._truth(expr)
 
     def _print_DelayCall(self, e):
         k, tau = e.args
         return f"_delay({int(k)}, {self._print(tau)}, t, x)"
 
-    def _print_sign(self, e):
-        a = self._print(e.args[0])
-        return f"sign({a})"
-
-    def _print_Mod(self, e):
-        a, b = (self.parenthesize(x, 100) for x in e.args)
-        return f"fmod_floor({a}, {b})"
-
-    def _print_not_supported(self, e):
-        raise UnsupportedModelError({f"{type(e).__name__} in math ({e})": ()},
-                                    who="the CPU reference")
-
-    def _print_Derivative(self, e):
-        raise UnsupportedModelError({"unresolved derivative in math": ()},
-                                    who="the CPU reference")
-
 
 def _fast_namespace() -> dict:
-    ns = {name: getattr(math, name) for name in (
-        "exp", "log", "log10", "log2", "sqrt", "sin", "cos", "tan", "asin", "acos", "atan",
-        "atan2", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "floor", "ceil",
-        "copysign", "gamma", "pi", "e", "inf", "nan", "fabs", "hypot", "erf", "erfc")}
-    ns["pow"] = math.pow
-    ns["factorial"] = lambda v: math.gamma(v + 1.0)
-    ns["sign"] = lambda v: (v > 0) - (v < 0) if v == v else math.nan
-    ns["fmod_floor"] = lambda a, b: a - b * math.floor(a / b)
-    ns["abs"] = abs
-    ns["min"] = min
-    ns["max"] = max
-    ns["array"] = np.array
-    ns["zeros"] = np.zeros
-    return ns
+    return {**scalar_namespace(), "array": np.array, "zeros": np.zeros}
 
 
 def _safe_namespace() -> dict:
-    ns = {name: getattr(np, name) for name in (
-        "exp", "log", "log10", "log2", "sqrt", "sin", "cos", "tan", "floor", "ceil",
-        "copysign", "sinh", "cosh", "tanh", "pi", "e", "inf", "nan", "fabs", "hypot")}
-    ns.update(asin=np.arcsin, acos=np.arccos, atan=np.arctan, atan2=np.arctan2,
-              asinh=np.arcsinh, acosh=np.arccosh, atanh=np.arctanh,
-              gamma=scipy.special.gamma, erf=scipy.special.erf, erfc=scipy.special.erfc)
-    ns["pow"] = np.power
-    ns["factorial"] = lambda v: scipy.special.gamma(np.float64(v) + 1.0)
-    ns["sign"] = np.sign
-    ns["fmod_floor"] = lambda a, b: np.float64(a) - np.float64(b) * np.floor(
-        np.float64(a) / np.float64(b))
-    ns["abs"] = np.abs
-    # Python's min/max return the first argument on NaN; SBML tools give NaN
-    ns["min"] = lambda *a: np.min(np.asarray(a, dtype=float))
-    ns["max"] = lambda *a: np.max(np.asarray(a, dtype=float))
-    ns["array"] = np.array
-    ns["zeros"] = np.zeros
-    return ns
+    return {**safe_scalar_namespace(), "array": np.array, "zeros": np.zeros}
 
 
 _ARITH_ERRORS = (ZeroDivisionError, ValueError, OverflowError, TypeError)
@@ -234,7 +123,6 @@ def generate(name: str, exprs: Sequence[sp.Basic], names: SymbolNames, *, where:
     with `exprs[k]` at `entries[k]`."""
     extra = {sp.Symbol(f"b_{i}"): sp.Symbol(f"b_{i}") for i in range(with_b or 0)}
     cleaned = [names.clean(e, where, extra) for e in exprs]
-    printer = _Printer()
     body: list[str] = []
     if use_cse and cleaned and any(not (e.is_Atom) for e in cleaned):
         try:
@@ -244,9 +132,11 @@ def generate(name: str, exprs: Sequence[sp.Basic], names: SymbolNames, *, where:
             replacements, reduced = [], cleaned
     else:
         replacements, reduced = [], cleaned
-    used = set()
+    symbols = {sym_: sym_.name for sym_, _ in replacements}
     for e in [*reduced, *(v for _, v in replacements)]:
-        used |= {s.name for s in e.free_symbols}
+        symbols.update((s, s.name) for s in e.free_symbols)
+    used = set(symbols.values())
+    printer = _Printer(symbols)
     args = "t, x, p, b" if with_b is not None else "t, x, p"
     # The fast variant reads the arrays as Python floats (faster arithmetic, and
     # math's exceptions on 1/0 and friends send the call to the safe variant);
@@ -255,47 +145,41 @@ def generate(name: str, exprs: Sequence[sp.Basic], names: SymbolNames, *, where:
     uses_x = any(s.startswith("x_") for s in used)
     uses_p = any(s.startswith("p_") for s in used)
     if uses_x:
-        unpack_fast.append("    _xl = x.tolist()")
+        unpack_fast.append("_xl = x.tolist()")
     if uses_p:
-        unpack_fast.append("    _pl = p.tolist()")
+        unpack_fast.append("_pl = p.tolist()")
     for s in sorted(used):
         if s.startswith("x_"):
-            unpack_fast.append(f"    {s} = _xl[{s[2:]}]")
-            unpack_safe.append(f"    {s} = x[{s[2:]}]")
+            unpack_fast.append(f"{s} = _xl[{s[2:]}]")
+            unpack_safe.append(f"{s} = x[{s[2:]}]")
         elif s.startswith("p_"):
-            unpack_fast.append(f"    {s} = _pl[{s[2:]}]")
-            unpack_safe.append(f"    {s} = p[{s[2:]}]")
+            unpack_fast.append(f"{s} = _pl[{s[2:]}]")
+            unpack_safe.append(f"{s} = p[{s[2:]}]")
         elif s.startswith("b_"):
-            unpack_fast.append(f"    {s} = b[{s[2:]}]")
-            unpack_safe.append(f"    {s} = b[{s[2:]}]")
+            unpack_fast.append(f"{s} = b[{s[2:]}]")
+            unpack_safe.append(f"{s} = b[{s[2:]}]")
     for sym_, value in replacements:
-        body.append(f"    {sym_.name} = {printer.doprint(value)}")
-    printed = [printer.doprint(e) for e in reduced]
+        body.append(f"{sym_.name} = {printer.doprint(value, where=where)}")
+    printed = [printer.doprint(e, where=where) for e in reduced]
     tail = []
     if shape == "scalar":
-        tail.append(f"    return {printed[0] if printed else 'None'}")
+        tail.append(f"return {printed[0] if printed else 'None'}")
     elif shape == "list":
-        tail.append("    return [" + ", ".join(printed) + "]")
+        tail.append("return [" + ", ".join(printed) + "]")
     elif shape == "vector":
-        tail.append("    return array([" + ", ".join(printed) + "], dtype=float)")
+        tail.append("return array([" + ", ".join(printed) + "], dtype=float)")
     elif shape == "matrix":
-        tail.append(f"    _J = zeros(({n_rows}, {n_cols}))")
+        tail.append(f"_J = zeros(({n_rows}, {n_cols}))")
         for (i, j), v in zip(entries, printed):
-            tail.append(f"    _J[{i}, {j}] = {v}")
-        tail.append("    return _J")
+            tail.append(f"_J[{i}, {j}] = {v}")
+        tail.append("return _J")
     else:  # pragma: no cover - programming error
         raise ValueError(shape)
-    head = f"def {name}({args}):"
-    fast_source = "\n".join([head, *unpack_fast, *body, *tail]) + "\n"
-    safe_source = "\n".join([head, *unpack_safe, *body, *tail]) + "\n"
-    return CompiledFunction(fast_source, _exec(fast_source, name, _fast_namespace()),
-                            _exec(safe_source, name, _safe_namespace()))
-
-
-def _exec(source: str, name: str, namespace: dict) -> Callable:
-    code = compile(source, f"<sbmlgpu.reference {name}>", "exec")
-    exec(code, namespace)  # noqa: S102 - our own generated source
-    return namespace[name]
+    filename = f"<sbmlgpu.reference {name}>"
+    fast_source, fast = define(name, args, [*unpack_fast, *body, *tail], _fast_namespace(),
+                               filename)
+    _, safe = define(name, args, [*unpack_safe, *body, *tail], _safe_namespace(), filename)
+    return CompiledFunction(fast_source, fast, safe)
 
 
 def bind_delay(functions: Sequence[CompiledFunction], delay: Callable) -> None:

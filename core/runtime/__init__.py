@@ -28,6 +28,7 @@ from .base import (  # noqa: F401 (re-exported)
     Module,
     OutOfDeviceMemory,
 )
+from .host import HostCompileError  # noqa: F401 (re-exported)
 
 log = logging.getLogger("sbmlgpu.runtime")
 

@@ -1,30 +1,38 @@
 """numpy functions of a KernelModel's expressions (for the stiffness check and the numpy engine).
 
-Model symbols are named like `x@S1`, which is not a Python identifier; sympy's
-lambdify then renames them one by one against every atom of the expressions (slow:
-minutes for a model with hundreds of symbols). Renaming them to plain `x_0`, `p_0`,
-`t` first keeps it to a fraction of a second.
+Printed by core's NumpyPrinter (sbmlgpu.codegen.numpy_printer), the CUDA printer
+with numpy spellings, from the kernel's own symbol table: fixed parameters are the
+kernel's literals, and every expression is the kernel's operations in the kernel's
+order (x**2 is x*x; where() for piecewise), over arrays of members or over floats.
+Symbols map straight to argument names (`t`, `x_0`, `p_0`), so SBML ids such as
+`x@S1` never reach the source and nothing is renamed symbol by symbol.
 """
 
 from __future__ import annotations
 
-import warnings
-
-import sympy as sp
-
+from sbmlgpu.codegen.numpy_printer import NumpyPrinter, array_namespace, define
 from sbmlgpu.ir import TIME
 
 from .model import KernelModel
 
 
-def lambdify(model: KernelModel, exprs, with_states: bool = True):
+def _printer(model: KernelModel) -> NumpyPrinter:
+    symbols = {TIME: "t"}
+    symbols.update({x: f"x_{i}" for i, x in enumerate(model.x)})
+    symbols.update({p: f"p_{j}" for j, p in enumerate(model.p_symbols)})
+    printer = NumpyPrinter(symbols)
+    for symbol, value in model.literals.items():  # fixed parameters, as the kernel has them
+        text = printer.literal(value)
+        printer.symbols[symbol] = f"({text})" if text.startswith("-") else text
+    return printer
+
+
+def lambdify(model: KernelModel, exprs, with_states: bool = True, where: str | None = None):
     """f(t, *x, *p) (or f(t, *p) without states) -> list of the values of `exprs`."""
-    t = sp.Symbol("t_", real=True)
-    xs = [sp.Symbol(f"x_{i}", real=True) for i in range(model.n_states)]
-    ps = [sp.Symbol(f"p_{j}", real=True) for j in range(len(model.p_symbols))]
-    mapping = {TIME: t, **dict(zip(model.x, xs)), **dict(zip(model.p_symbols, ps))}
-    renamed = [model.numeric(e).xreplace(mapping) for e in exprs]
-    args = [t, *xs, *ps] if with_states else [t, *ps]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return sp.lambdify(args, renamed, "numpy", dummify=False)
+    printer = _printer(model)
+    values = [printer.print_value(e, where=where) for e in exprs]
+    names = [f"x_{i}" for i in range(model.n_states)] if with_states else []
+    names += [f"p_{j}" for j in range(len(model.p_symbols))]
+    _, f = define("values", ", ".join(["t", *names]), [f"return [{', '.join(values)}]"],
+                  array_namespace(), "<sbmlgpu.ode numeric>")
+    return f

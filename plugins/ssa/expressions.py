@@ -40,6 +40,8 @@ class EventMath:
 
 @dataclass(frozen=True)
 class Expressions:
+    model_id: str  # the SBML model's id ("" when it has none)
+    state_ids: tuple[str, ...]  # SBML id of each state
     x: tuple[sp.Symbol, ...]
     varied: tuple[str, ...]
     varied_symbols: tuple[sp.Symbol, ...]
@@ -53,6 +55,8 @@ class Expressions:
     outputs: tuple[str, ...]
     output_block: CseBlock
     events: tuple[EventMath, ...]
+    # the parameters the kernel reads as literals: (SBML id, value), in model order
+    literals: tuple[tuple[str, float], ...] = ()
 
     @property
     def n_states(self) -> int:
@@ -83,9 +87,12 @@ def prepare(model: SsaModel, varied: Sequence[str], outputs: Sequence[str],
     varied_symbols = tuple(model.p[index[v]] for v in varied)
     missing_value = {model.p[i] for i, pid in enumerate(model.p_ids)
                      if pid not in varied and math.isnan(nominal[pid])}
+    used = set()  # the substituted parameters that some expression reads
 
     def fix(expr, where: str):
-        expr = sp.sympify(expr).xreplace(subs)
+        expr = sp.sympify(expr)
+        used.update(expr.free_symbols & subs.keys())
+        expr = expr.xreplace(subs)
         lacking = sorted(s.name.split("@", 1)[1] for s in expr.free_symbols
                          if s in missing_value)
         if lacking:
@@ -116,13 +123,16 @@ def prepare(model: SsaModel, varied: Sequence[str], outputs: Sequence[str],
                                 eliminate([v for _, v in assignments]),
                                 bool(e.trigger_initial_value)))
     return Expressions(
+        model_id=model.network.id or "", state_ids=tuple(model.state_ids),
         x=model.x, varied=varied, varied_symbols=varied_symbols, order=order,
         reaction_ids=tuple(model.reaction_ids[j] for j in order),
         propensities=propensities, propensity_block=eliminate(propensities),
         stoichiometry=np.asarray(model.stoichiometry)[list(order)] if n else
         np.zeros((0, model.n_states), np.int64),
         dependents=dependents, x0_block=eliminate(t0_free), outputs=tuple(outputs),
-        output_block=eliminate(output_exprs), events=tuple(events))
+        output_block=eliminate(output_exprs), events=tuple(events),
+        literals=tuple((pid, float(nominal[pid])) for pid, p in zip(model.p_ids, model.p)
+                       if p in used))
 
 
 def needed_temporaries(block: CseBlock, wanted: Sequence[int]) -> list[int]:
@@ -141,8 +151,9 @@ def needed_temporaries(block: CseBlock, wanted: Sequence[int]) -> list[int]:
 
 
 def c_declaration(printer: CudaPrinter, name: str, expr: sp.Basic) -> str:
-    """`const double cse_0 = ...;` (bool for a truth value)."""
-    ctype = "bool" if is_boolean(expr) else printer.real_type
+    """`const real_t cse_0 = ...;` (bool for a truth value; real_t is the kernel's
+    precision, common.cuh)."""
+    ctype = "bool" if is_boolean(expr) else "real_t"
     return f"const {ctype} {name} = {printer.doprint(expr)};"
 
 

@@ -56,8 +56,10 @@ def launch_shape(variant: Variant, per_thread_shared: int, requested_block: int,
 
 class GpuEngine:
     def __init__(self, source: str, variant: Variant, n_states: int, n_reactions: int,
-                 n_outputs: int, n_varied: int, block_size: int, flops_per_firing: float):
+                 n_outputs: int, n_varied: int, block_size: int, flops_per_firing: float,
+                 name: str = "ssa.cu"):
         self.source = source
+        self.name = name  # the source's name (codegen.source_name): in compiler messages
         self.variant = variant
         self.n_states, self.n_reactions = n_states, n_reactions
         self.n_outputs, self.n_varied = n_outputs, n_varied
@@ -72,7 +74,7 @@ class GpuEngine:
         with self._lock:
             if device.index not in self._modules:
                 self._modules[device.index] = device.compile(
-                    self.source, options=("-O3",), name=f"ssa_{self.variant.layout}")
+                    self.source, options=("-O3",), name=self.name.removesuffix(".cu"))
             return self._modules[device.index]
 
     def shape(self, device) -> LaunchShape:

@@ -15,12 +15,25 @@
                      | "optimized" (reactions sorted by frequency, early-exit search,
                      a0 updated incrementally and summed afresh every `refresh` firings)
     ns, nr, no, nv   states, reactions, outputs, varied parameters
-    x0, props, deps, outputs, events, stoich: rendered C (see codegen.py)
+    model_id, ids    the SBML model's id; the table of SBML ids (rows: C name, id, note)
+    varied           each varied parameter (ssa_p<k>): index, SBML id, used by the math
+    x0, props, deps, outputs, events, stoich_by_state: rendered C, each value with
+                     the SBML id it belongs to (see codegen.py)
+    time_events      whether any event fires at a time `time >= T`
   Random numbers: Philox4x32-10 keyed by (seed, realisation index); firing attempt b
   uses counter block b (two uniforms from its four words), so a realisation draws the
   same numbers whatever the batch, grid or GPU it runs in.
 #}
+/* ---- SBML ids in this kernel: model {{ model_id }} ------------------------------
+   Gillespie's {{ method }} method; layout {{ layout }}, update {{ update }}, precision {{ precision }}.
+{% for title, rows in ids %}
+{% for name, id, note in rows %}
+   {{ "%-10s" | format(title if loop.first else "") }} {{ "%-12s" | format(name) }} {{ id }}{{ "   (" ~ note ~ ")" if note else "" }}
+{% endfor %}
+{% endfor %}
+   ------------------------------------------------------------------------------ */
 {% include "common.cuh" %}
+{% set selects = method != "direct" or nr > 1 %}{# r2 picks a reaction #}
 
 #define SSA_NS {{ ns }}
 #define SSA_NR {{ nr }}
@@ -85,7 +98,7 @@ struct SsaSummarySink {
             atomicAdd(&hist[(long)c * (bins + 2) + b], 1ull);
         }
     }
-    __device__ void lost(int, int) {}
+    __device__ void lost(int, int) {} /* statistics count only the samples reached */
 };
 #endif
 
@@ -98,8 +111,10 @@ SBMLGPU_HD int ssa_realisation(unsigned long long seed, unsigned long long item,
                                unsigned long long max_firings,
                                unsigned long long* firings_out, int* why_out)
 {
-{% for k in range(nv) %}
-    const real_t ssa_p{{ k }} = ptab[{{ k }} * pstride + member];
+{% for p in varied if p.used %}
+    const real_t ssa_p{{ p.index }} = ptab[{{ p.index }} * pstride + member]; /* {{ p.id }} */
+{% else %}
+    (void)ptab; (void)pstride; (void)member; /* no varied parameter in the model's math */
 {% endfor %}
 {% if layout == "register" %}
     real_t ssa_xr[SSA_NS > 0 ? SSA_NS : 1];
@@ -116,106 +131,123 @@ SBMLGPU_HD int ssa_realisation(unsigned long long seed, unsigned long long item,
     int k = 0;
     double ssa_tsample = K > 0 ? times[0] : (double)INFINITY; /* the next sample time, times[k] */
     real_t a0 = (real_t)0;
+{% if update == "sparse" %}
     bool ssa_dirty = true; /* propensities must be recomputed from the state */
-    (void)ssa_dirty;
+{% endif %}
+{% if ns %}
 
     /* initial state: x0(p, t0) */
     {
 {% for line in x0.lines %}
         {{ line }}
 {% endfor %}
-{% for value in x0.exprs %}
-        SSA_X({{ loop.index0 }}) = {{ value }};
+{% for x in x0.exprs %}
+        SSA_X({{ loop.index0 }}) = {{ x.value }}; /* {{ x.id }} */
 {% endfor %}
     }
+{% endif %}
 {% for e in events %}
 {% if e.time %}
-    const double ssa_T{{ loop.index0 }} = (double)({{ e.threshold }});
+    const double ssa_T{{ loop.index0 }} = (double)({{ e.threshold }}); /* event {{ e.id }} fires at time >= this */
 {% endif %}
-    bool ssa_ev{{ loop.index0 }} = {{ "true" if e.initial else "false" }};
+    bool ssa_ev{{ loop.index0 }} = {{ "true" if e.initial else "false" }}; /* event {{ e.id }}: its trigger's last value */
 {% endfor %}
-{% macro run_events() %}
-{% if events %}
-    {   /* events: fire each whose trigger went from false to true, in document order,
-           until none does (assignments of one event are computed before any applies) */
-        bool ssa_again = true;
-        int ssa_round = 0;
-        while (ssa_again && why == 0) {
-            ssa_again = false;
-            if (++ssa_round > SSA_MAX_EVENT_ROUNDS) { status = SSA_FAILED; why = SSA_WHY_EVENTS; break; }
+{% macro run_events(indent) %}
+{% filter indent(indent, first=true) %}
+{   /* events: fire each whose trigger went from false to true, in document order,
+       until none does (assignments of one event are computed before any applies) */
+    bool ssa_again = true;
+    int ssa_round = 0;
+    while (ssa_again && why == 0) {
+        ssa_again = false;
+        if (++ssa_round > SSA_MAX_EVENT_ROUNDS) { status = SSA_FAILED; why = SSA_WHY_EVENTS; break; }
 {% for e in events %}
-            {
-                const bool ssa_now = {{ e.trigger }};
-                if (ssa_now && !ssa_ev{{ loop.index0 }}) {
+        {
+            const bool ssa_now = {{ e.trigger }}; /* event {{ e.id }} */
+            if (ssa_now && !ssa_ev{{ loop.index0 }}) {
 {% for line in e.lines %}
-                    {{ line }}
+                {{ line }}
 {% endfor %}
 {% for v in e.exprs %}
-                    const real_t ssa_v{{ loop.index0 }} = {{ v }};
+                const real_t ssa_v{{ loop.index0 }} = {{ v.value }}; /* {{ v.id }} */
 {% endfor %}
 {% for target in e.targets %}
-                    SSA_X({{ target }}) = ssa_v{{ loop.index0 }};
+                SSA_X({{ target.value }}) = ssa_v{{ loop.index0 }}; /* {{ target.id }} */
 {% endfor %}
-                    ssa_again = true;
-                    ssa_dirty = true;
-                }
-                ssa_ev{{ loop.index0 }} = ssa_now;
-            }
-{% endfor %}
-        }
-    }
+                ssa_again = true;
+{% if update == "sparse" %}
+                ssa_dirty = true;
 {% endif %}
-{% endmacro %}
-{{ run_events() }}
-
-{% macro full_propensities() %}
-    {   /* every propensity from the state, then a0 in code order */
-{% for line in props.lines %}
-        {{ line }}
+            }
+            ssa_ev{{ loop.index0 }} = ssa_now;
+        }
 {% endfor %}
-{% for value in props.exprs %}
-        SSA_A({{ loop.index0 }}) = {{ value }};
-{% endfor %}
-        bool ssa_negative = false;
-{% for j in range(nr) %}
-        ssa_negative |= SSA_A({{ j }}) < (real_t)0;
-{% endfor %}
-        a0 = (real_t)0;
-{% for j in range(nr) %}
-        a0 += SSA_A({{ j }});
-{% endfor %}
-        if (ssa_negative) { status = SSA_FAILED; why = SSA_WHY_NEGATIVE; }
-        else if (!(a0 < (real_t)INFINITY)) { status = SSA_NON_FINITE; why = SSA_WHY_NOT_FINITE; }
-        ssa_dirty = false;
     }
+}{% endfilter %}
+{% endmacro %}
+{% if events %}
+{{ run_events(4) }}
+{% endif %}
+{% macro full_propensities(indent) %}
+{% filter indent(indent, first=true) %}
+{   /* every propensity from the state, then a0 in code order */
+{% for line in props.lines %}
+    {{ line }}
+{% endfor %}
+{% for a in props.exprs %}
+    SSA_A({{ loop.index0 }}) = {{ a.value }}; /* {{ a.id }} */
+{% endfor %}
+    bool ssa_negative = false;
+{% for j in range(nr) %}
+    ssa_negative |= SSA_A({{ j }}) < (real_t)0;
+{% endfor %}
+    a0 = (real_t)0;
+{% for j in range(nr) %}
+    a0 += SSA_A({{ j }});
+{% endfor %}
+    if (ssa_negative) { status = SSA_FAILED; why = SSA_WHY_NEGATIVE; }
+    else if (!(a0 < (real_t)INFINITY)) { status = SSA_NON_FINITE; why = SSA_WHY_NOT_FINITE; }
+{% if update == "sparse" %}
+    ssa_dirty = false;
+{% endif %}
+}{% endfilter %}
 {% endmacro %}
 
     while (why == 0) {
+{% if nr %}
 {% if update == "full" %}
-{{ full_propensities() }}
+{{ full_propensities(8) }}
 {% else %}
         if (ssa_dirty) {
-{{ full_propensities() }}
+{{ full_propensities(12) }}
         }
 {% endif %}
         if (why != 0) break;
+{% endif %}
 
         /* the next firing: waiting time from r1, reaction from r2 */
         double ssa_tnew = (double)INFINITY;
+{% if selects %}
         real_t ssa_r2 = (real_t)0;
+{% endif %}
         if (a0 > (real_t)0) {
             const sbmlgpu_u32x4 ssa_w = sbmlgpu_rng_block(&ssa_rng, ssa_block);
             ++ssa_block;
-#if SBMLGPU_DOUBLE
+{% if precision == "double" %}
             const real_t ssa_r1 = sbmlgpu_u01_double(ssa_w.x, ssa_w.y);
+{% if selects %}
             ssa_r2 = sbmlgpu_u01_double(ssa_w.z, ssa_w.w);
+{% endif %}
             ssa_tnew = t + (-log(ssa_r1) / a0);
-#else
+{% else %}
             const real_t ssa_r1 = sbmlgpu_u01_float(ssa_w.x);
+{% if selects %}
             ssa_r2 = sbmlgpu_u01_float(ssa_w.y);
+{% endif %}
             ssa_tnew = t + (double)(-logf(ssa_r1) / a0);
-#endif
+{% endif %}
         }
+{% if time_events %}
         /* the next time-triggered event (a firing proposed past it is discarded:
            the waiting time is memoryless, so restarting at the event is exact) */
         double ssa_tevent = (double)INFINITY;
@@ -223,35 +255,47 @@ SBMLGPU_HD int ssa_realisation(unsigned long long seed, unsigned long long item,
         if (!ssa_ev{{ e.index }} && ssa_T{{ e.index }} < ssa_tevent) ssa_tevent = ssa_T{{ e.index }};
 {% endfor %}
         const double ssa_tlimit = ssa_tevent < ssa_tnew ? ssa_tevent : ssa_tnew;
+{% else %}
+        const double ssa_tlimit = ssa_tnew;
+{% endif %}
 
         /* samples before the next change of state hold the current state */
         while (ssa_tsample < ssa_tlimit) {
+{% if outputs.use_time %}
             const double t_out = ssa_tsample;
-            (void)t_out;
+{% endif %}
 {% for line in outputs.lines %}
             {{ line }}
 {% endfor %}
-{% for value in outputs.exprs %}
-            sink.put(k, {{ loop.index0 }}, {{ value }});
+{% for o in outputs.exprs %}
+            sink.put(k, {{ loop.index0 }}, {{ o.value }}); /* {{ o.id }} */
 {% endfor %}
             ++k;
             ssa_tsample = k < K ? times[k] : (double)INFINITY;
         }
         if (k >= K) break;
+{% if time_events %}
 
         if (ssa_tevent < ssa_tnew) {
             t = ssa_tevent;
-{{ run_events() }}
+{% if events %}
+{{ run_events(12) }}
+{% endif %}
+{% if update == "sparse" %}
             ssa_dirty = true;
+{% endif %}
             continue;
         }
+{% endif %}
 
 {% if nr > 0 %}
         /* fire: select reaction j with prefix(j-1) <= r2 a0 < prefix(j) */
         t = ssa_tnew;
+{% if method == "direct" and nr == 1 %}
+        int sel = 0; /* the only reaction */
+{% elif method == "direct" %}
         const real_t ssa_target = ssa_r2 * a0;
         int sel = 0;
-{% if method == "direct" %}
         {
             real_t ssa_acc = (real_t)0;
 {% for j in range(nr - 1) %}
@@ -261,11 +305,13 @@ SBMLGPU_HD int ssa_realisation(unsigned long long seed, unsigned long long item,
             /* r2 a0 rounded up to a0: fall back on the last reaction that can fire */
             if (sel == SSA_NR - 1 && !(SSA_A(SSA_NR - 1) > (real_t)0)) {
 {% for j in range(nr - 2, -1, -1) %}
-                {% if not loop.first %}else {% endif %}if (SSA_A({{ j }}) > (real_t)0) sel = {{ j }};
+                {{ "else " if not loop.first else "" }}if (SSA_A({{ j }}) > (real_t)0) sel = {{ j }};
 {% endfor %}
             }
         }
 {% else %}
+        const real_t ssa_target = ssa_r2 * a0;
+        int sel = 0;
         {   /* early exit: the frequent reactions come first */
             real_t ssa_acc = (real_t)0;
             sel = -1;
@@ -279,7 +325,7 @@ SBMLGPU_HD int ssa_realisation(unsigned long long seed, unsigned long long item,
             a0 += SSA_A({{ j }});
 {% endfor %}
 {% for j in range(nr - 1, -1, -1) %}
-            {% if not loop.first %}else {% endif %}if (SSA_A({{ j }}) > (real_t)0) sel = {{ j }};
+            {{ "else " if not loop.first else "" }}if (SSA_A({{ j }}) > (real_t)0) sel = {{ j }};
 {% endfor %}
         ssa_selected:;
         }
@@ -287,23 +333,23 @@ SBMLGPU_HD int ssa_realisation(unsigned long long seed, unsigned long long item,
 {% if update == "full" %}
         /* branch-free state change: every lane runs the same instructions */
 {% for s in stoich_by_state %}
-        SSA_X({{ s.state }}) += {{ s.delta }};
+        SSA_X({{ s.state }}) += {{ s.delta }}; /* {{ s.id }} */
 {% endfor %}
 {% else %}
         {
             bool ssa_negative = false;
             switch (sel) {
-{% for r in deps %}
-            case {{ loop.index0 }}: {
+{% for r in deps if r.changes or r.updates %}
+            case {{ r.index }}: { /* {{ r.id }} fired */
 {% for c in r.changes %}
-                SSA_X({{ c.state }}) += (real_t){{ c.delta }};
+                SSA_X({{ c.state }}) += (real_t){{ c.delta }}; /* {{ c.id }} */
 {% endfor %}
 {% for line in r.lines %}
                 {{ line }}
 {% endfor %}
 {% for d in r.updates %}
                 {
-                    const real_t ssa_new = {{ d.value }};
+                    const real_t ssa_new = {{ d.value }}; /* {{ d.id }} */
                     ssa_negative |= ssa_new < (real_t)0;
 {% if method == "optimized" %}
                     a0 += ssa_new - SSA_A({{ d.reaction }});
@@ -338,14 +384,18 @@ SBMLGPU_HD int ssa_realisation(unsigned long long seed, unsigned long long item,
         if (max_firings && ssa_firings >= max_firings && why == 0) {
             status = SSA_MAX_STEPS; why = SSA_WHY_FIRINGS;
         }
-{{ run_events() }}
+{% if events %}
+{{ run_events(8) }}
+{% endif %}
     }
+{% if no %}
     /* a realisation that stopped early has no values for the samples left */
     for (; k < K; ++k) {
 {% for o in range(no) %}
         sink.lost(k, {{ o }});
 {% endfor %}
     }
+{% endif %}
     *firings_out = ssa_firings;
     *why_out = why;
     return status;
