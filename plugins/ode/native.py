@@ -33,7 +33,7 @@ import numpy as np
 
 from sbmlgpu.errors import DeviceError
 
-from .codegen import KernelSource
+from sbmlgpu.ode.codegen import KernelSource
 
 log = logging.getLogger("sbmlgpu.ode")
 COMPILE_TIMEOUT_S = 900

@@ -14,7 +14,7 @@ import sympy as sp
 
 from sbmlgpu.ir import TIME
 
-from .model import KernelModel
+from sbmlgpu.ode.model import KernelModel
 
 
 def lambdify(model: KernelModel, exprs, with_states: bool = True):

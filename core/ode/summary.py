@@ -11,7 +11,7 @@ order statistic is off by at most one bin width ((hi - lo) / bins of that column
 except in the two end bins, which also hold the values outside the range and
 stretch towards the true min and max.
 
-On the GPU the statistics of a batch are computed by kernels/summary.cu; on the
+On the GPU the statistics of a batch are computed by templates/summary.cu; on the
 CPU path by `host_batch_stats` (the same definitions).
 """
 
