@@ -22,7 +22,7 @@ SBMLGPU_HD void ode_member(long long i, long long n, const real_t* __restrict__ 
     p[{{ j }}] = table[{{ j }}LL * n + i];  /* {{ varied[j] }} */
 {% endfor %}
 {% if not np %}
-    p[0] = ODE_R(0); (void)table;
+    p[0] = ODE_R(0); (void)table; (void)n;
 {% endif %}
     int taken = 0;
     status[i] = (signed char)ode_solve(p, times, n_times, sink, cfg, &taken, member);
