@@ -69,7 +69,7 @@ def test_the_shipped_lotka_volterra_kernel_names_its_states_next_to_x():
         assert re.search(rf"x\[{i}\] = {sid} \(species", table), table
     assert set(model.ode.state_ids) == set(species)
     # every fixed parameter the kernel uses is listed with the value it is printed as
-    for pid, value in (("p2", 0.01), ("p4", 0.02)):
+    for pid, value in (("p2", 0.01), ("p4", 0.02), ("x1 (initial value)", 50.0)):
         assert f"{pid} = {value!r}" in table
     rhs = function_bodies(src.text)["model_rhs"]
     for i, sid in enumerate(model.ode.state_ids):
@@ -84,6 +84,7 @@ def test_prey_and_predator_are_named_in_the_table_and_on_every_assignment():
     assert f"x[{prey}] = prey (parameter)" in table
     assert f"x[{predator}] = predator (parameter)" in table
     assert "p[0] = a" in table and "b = 0.01" in table and "d = 0.02" in table
+    assert "prey (initial value) = 50.0" in table
     assert re.search(r"g\[0\] = .*prey.* from  prey > 80 \(event harvest\)", table), table
     assert re.search(r"events\s+0 = harvest", table)
     bodies = function_bodies(text)

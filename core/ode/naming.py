@@ -68,8 +68,11 @@ def _state_kind(model: KernelModel, i: int) -> str:
 
 
 def _parameter(model: KernelModel, pid: str) -> str:
-    """A parameter of the ODE view: its id, and what it is when not a parameter."""
-    role = _PARAMETER_ROLE.get(model.ode.network.kind_of(pid.removeprefix("1/")))
+    """A parameter of the ODE view: its id, and what it is when not a constant
+    parameter (the initial value of a state, a size, a stoichiometry)."""
+    sid = pid.removeprefix("1/")
+    role = "initial value" if sid in model.ode.state_ids else \
+        _PARAMETER_ROLE.get(model.ode.network.kind_of(sid))
     return f"{pid} ({role})" if role else pid
 
 
