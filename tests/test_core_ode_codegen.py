@@ -95,7 +95,7 @@ def test_prey_and_predator_are_named_in_the_table_and_on_every_assignment():
     assert re.search(r"g\[0\] = .*; /\* event harvest \*/", bodies["model_atoms"])
     assert re.search(r"trig\[0\] = .*; /\* harvest \*/", bodies["model_triggers"])
     assert re.search(r"v\[0\] = .*; /\* prey \*/", bodies["model_event_values_0"])
-    assert "p[0] = table[0LL * n + i];  /* a */" in text
+    assert "p[0] = table[0LL * n + i]; /* a */" in text
     # every generated assignment of the model functions carries its comment
     for name, body in bodies.items():
         if name.startswith("model_"):

@@ -27,7 +27,7 @@
 
 /* the outputs at (t, x) as output time k */
 {{ "SBMLGPU_HD" if unroll_outputs else "__host__ __device__ ODE_NOINLINE" }} void ode_write(real_t t, const real_t* x, const real_t* p,
-                                       const ode_sink sink, int k)
+                          const ode_sink sink, int k)
 {
     real_t y[ODE_NOUT];
     model_outputs(t, x, p, y);
@@ -247,12 +247,13 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
 {% endif %}
 {% if delayed %}
         const bool at_due = t_new >= t_due;  /* a delayed event executes at the step's end */
-{% else %}
-        const bool at_due = false;
-{% endif %}
         /* outputs in (t, t_new]: the step's end itself, or its extension; at a due
            event, outputs at t_new come after its instant */
         while (k < n_times && (times[k] < t_new || (times[k] == t_new && !at_due))) {
+{% else %}
+        /* outputs in (t, t_new]: the step's end itself, or its extension */
+        while (k < n_times && times[k] <= t_new) {
+{% endif %}
             if (times[k] == t_new) {
                 ode_write(t_new, S.xn, p, sink, k);
             } else {

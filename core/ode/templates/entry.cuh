@@ -19,7 +19,7 @@ SBMLGPU_HD void ode_member(long long i, long long n, const real_t* __restrict__ 
 {
     real_t p[ODE_NP];
 {% for j in range(np) %}
-    p[{{ j }}] = table[{{ j }}LL * n + i];  /* {{ varied[j] }} */
+    p[{{ j }}] = table[{{ j }}LL * n + i]; /* {{ varied[j] }} */
 {% endfor %}
 {% if not np %}
     p[0] = ODE_R(0); (void)table; (void)n;
