@@ -24,10 +24,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sbmlgpu.codegen.templates import render
-from sbmlgpu.profile import phase
-from sbmlgpu.runtime.layout import member_major
-
+from ..codegen.templates import render
+from ..profile import phase
+from ..runtime.layout import member_major
 from .codegen import KernelSource
 from .summary import BatchStats, host_batch_stats
 
