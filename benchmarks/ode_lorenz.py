@@ -93,13 +93,13 @@ class Ours:
     def __init__(self, device, method, precision, fast_math=False, rtol=1e-8, atol=1e-8,
                  block=128):
         import sbmlgpu
-        from sbmlgpu.plugins.ode.codegen import generate
-        from sbmlgpu.plugins.ode.model import KernelModel
+        from sbmlgpu.ode.model import KernelModel
+        from sbmlgpu.plugins.ode.program import kernel_source
         from sbmlgpu.views import ode_system
 
         net = sbmlgpu.load(str(ROOT / "sbml_models" / "lorenz.xml"))
         model = KernelModel(ode_system(net), ("rho",), ("x", "y", "z"))
-        self.source = generate(model, method, precision, block_size=block)
+        self.source = kernel_source(model, method, precision, block_size=block)
         options = ("--use_fast_math",) if fast_math else ()
         self.kernel = device.compile(self.source.text, options=options,
                                      name=self.source.name).function(self.source.kernel)

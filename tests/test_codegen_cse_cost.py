@@ -45,7 +45,7 @@ def test_cse_finds_shared_work_and_names_it_safely():
     block = eliminate(_system())
     assert len(block.temporaries) >= 1 and len(block.outputs) == 5
     lines, outputs = block.render(CudaPrinter({x: "x", y: "y", k1: "p[0]", k2: "p[1]"}))
-    assert all(re.match(r"const (double|bool) cse_\d+ = .+;$", line) for line in lines)
+    assert all(re.match(r"const (real_t|bool) cse_\d+ = .+;$", line) for line in lines)
     text = "\n".join(lines + outputs)
     assert "s_cse__0" in text  # the model's `cse_0`, distinct from the temporary cse_0
     assert any(line.startswith("const bool") for line in lines) or "&&" in outputs[4]

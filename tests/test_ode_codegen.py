@@ -1,29 +1,27 @@
-"""The ode backend's generated CUDA: specialisation, and nvcc -arch=sm_90 on every
-shipped model (CI has nvcc and no GPU), every method, both precisions, events."""
+"""The ode backend's generated CUDA (kernels/ode.cu on sbmlgpu.ode's templates):
+specialisation, and nvcc -arch=sm_90 on every shipped model (CI has nvcc and no GPU),
+every method, both precisions, events. The core pieces on their own (sparse LU, the
+summary kernels, the id table, output sinks): tests/test_core_ode_*.py."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 import sbmlgpu
 from sbmlgpu.codegen.compile_check import nvcc_available, nvcc_compile
-from sbmlgpu.codegen.templates import render
+from sbmlgpu.ode.model import KernelModel
+from sbmlgpu.plugins.ode.program import default_outputs, kernel_source
+from sbmlgpu.plugins.ode.stiffness import choose_method
 from sbmlgpu.views import ode_system
 
 from .ode_helpers import MODELS, SEMANTIC, load
-
-from sbmlgpu.plugins.ode.codegen import generate  # noqa: E402
-from sbmlgpu.plugins.ode.model import KernelModel  # noqa: E402
-from sbmlgpu.plugins.ode.program import default_outputs  # noqa: E402
-from sbmlgpu.plugins.ode.stiffness import choose_method  # noqa: E402
 
 needs_nvcc = pytest.mark.skipif(not nvcc_available(), reason="nvcc not found")
 
 
 def kernel(net, method, precision="double", varied=(), **kw):
     model = KernelModel(ode_system(net), tuple(varied), default_outputs(net))
-    return generate(model, method, precision, **kw)
+    return kernel_source(model, method, precision, **kw)
 
 
 def test_fixed_parameters_are_literals_and_varied_ones_come_from_the_table():
@@ -63,15 +61,8 @@ def test_every_shipped_model_compiles_for_sm90_with_its_default_method(path):
     net = sbmlgpu.load(str(path))
     model = KernelModel(ode_system(net), (), default_outputs(net))
     method, _ = choose_method(model, [], 0.0, 100.0)
-    src = generate(model, method, "double")
+    src = kernel_source(model, method, "double")
     assert nvcc_compile(src.text, "sm_90", name=src.name)
-
-
-@needs_nvcc
-@pytest.mark.parametrize("precision", ["double", "float"])
-def test_summary_kernels_compile_for_sm90(precision):
-    text = render("sbmlgpu.plugins.ode", "summary.cu", precision=precision)
-    assert nvcc_compile(text, "sm_90", name=f"summary_{precision}")
 
 
 @needs_nvcc
@@ -88,44 +79,3 @@ def test_event_kernels_compile_for_sm90(case):
         assert "sbmlgpu_rng_u32" in src.text
     assert nvcc_compile(src.text, "sm_90", name=src.name)
 
-
-def _run_plan(plan, M, b):
-    """The generated sparse LU and solve, executed in Python (the C text is plain
-    arithmetic on A, d, b, ok)."""
-    from sbmlgpu.plugins.ode.sparse_lu import lu_code, solve_code
-
-    A = [float(M[i, j]) for i, j in plan.entries]
-    d = [0.0] * plan.n
-    b = [float(v) for v in b]
-    ok = True
-    code = lu_code(plan, "") + "\n" + solve_code(plan, "")
-    import math
-    import re
-
-    code = re.sub(r"ODE_R\(([^)]*)\)", r"float(\1)", code)
-    code = code.replace("&&", "and").replace(";", "").replace("ode_finite(", "math.isfinite(")
-
-    scope = {"A": A, "d": d, "b": b, "ok": ok, "math": math}
-    exec(code, scope)  # noqa: S102 - our own generated arithmetic
-    return np.array(scope["b"]), scope["ok"]
-
-
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_sparse_lu_plan_solves_the_system(seed):
-    from sbmlgpu.plugins.ode.sparse_lu import plan as make_plan
-
-    rng = np.random.default_rng(seed)
-    n = 40
-    mask = rng.random((n, n)) < 0.08
-    pattern = {(i, j) for i in range(n) for j in range(n) if mask[i, j] and i != j}
-    plan = make_plan(pattern, n)
-    M = np.zeros((n, n))
-    for i, j in pattern:
-        M[i, j] = rng.normal()
-    M += np.diag(5.0 + rng.random(n))  # I/(gamma h) dominates, as for small steps
-    b = rng.normal(size=n)
-    x, ok = _run_plan(plan, M, b)
-    assert ok
-    assert np.allclose(x, np.linalg.solve(M, b), rtol=1e-10, atol=1e-12)
-    dense_fill = n * n
-    assert plan.nnz < dense_fill / 2  # the Markowitz order keeps it sparse

@@ -83,7 +83,7 @@ class FakeModule:
         self.signatures = signatures(source)
         self.host = None
         if "sbmlgpu_ode_host" in source or "SBMLGPU_HOST_ENTRY" in source:
-            from sbmlgpu.plugins.ode.codegen import KernelSource
+            from sbmlgpu.ode.codegen import KernelSource
             from sbmlgpu.plugins.ode.native import host_kernel
 
             precision = "double" if "typedef double real_t" in source else "float"
@@ -160,12 +160,12 @@ def compiler():
 
 
 def test_signature_parser_reads_the_generated_kernel(compiler):
-    from sbmlgpu.plugins.ode.codegen import generate
-    from sbmlgpu.plugins.ode.model import KernelModel
+    from sbmlgpu.ode.model import KernelModel
+    from sbmlgpu.plugins.ode.program import kernel_source
     from sbmlgpu.views import ode_system
 
     net = load("lorenz")
-    src = generate(KernelModel(ode_system(net), ("rho",), ("x", "y", "z")), "rk4")
+    src = kernel_source(KernelModel(ode_system(net), ("rho",), ("x", "y", "z")), "rk4")
     params = signatures(src.text)["sbmlgpu_ode_rk4"]
     assert params[:4] == ["long long", "pointer", "pointer", "int"] and len(params) == 16
 

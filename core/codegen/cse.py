@@ -2,7 +2,7 @@
 
     block = eliminate([rhs_1, rhs_2, ...])
     lines, outputs = block.render(printer)
-    # lines:   ["const double cse_0 = k1*S1;", ...]
+    # lines:   ["const real_t cse_0 = k1*S1;", ...]
     # outputs: ["cse_0 - k2*S2", ...]       (assign them where the kernel wants)
 
 Temporaries are sympy Dummies, so they never equal a model symbol (a model may
@@ -35,14 +35,15 @@ class CseBlock:
         return {sym: temp_name(i) for i, (sym, _) in enumerate(self.temporaries)}
 
     def render(self, printer: CudaPrinter, where: str | None = None) -> tuple[list[str], list[str]]:
-        """(declarations of the temporaries, C text of each output). Boolean
-        temporaries are `const bool`; outputs are printed as values (a boolean
-        output becomes 1 or 0)."""
+        """(declarations of the temporaries, C text of each output). Real
+        temporaries are `const real_t` (the kernel's precision, typedef'd in
+        common.cuh), boolean ones `const bool`; outputs are printed as values (a
+        boolean output becomes 1 or 0)."""
         local = type(printer)({**printer.symbols, **self.names}, printer.precision,
                             printer.unmapped)
         lines = []
         for sym, expr in self.temporaries:
-            ctype = "bool" if is_boolean(expr) else local.real_type
+            ctype = "bool" if is_boolean(expr) else "real_t"
             lines.append(f"const {ctype} {self.names[sym]} = {local.doprint(expr, where=where)};")
         outputs = [local.print_value(e, where=where) for e in self.outputs]
         return lines, outputs

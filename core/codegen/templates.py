@@ -4,12 +4,13 @@ Kernels are `.cu` template files, never f-strings in Python code. A template is
 named by the package that owns it and its file name:
 
     render("sbmlgpu.codegen", "common.cuh", precision="double")
-    render("sbmlgpu.plugins.ode", "rk4.cu", **context)
+    render("sbmlgpu.plugins.ode", "ode.cu", **context)
 
-`sbmlgpu.codegen` keeps its templates in `core/codegen/templates/`; any other
-package keeps them in its `kernels/` folder. Inside a template, a plain name
-(`{% include "common.cuh" %}`) is looked up in core's folder, and
-`"package:file"` in that package's folder. Undefined variables are errors
+`sbmlgpu.codegen` and `sbmlgpu.ode` (core libraries) keep their templates in a
+`templates/` folder; any other package (a backend) keeps them in its `kernels/`
+folder. Inside a template, a plain name (`{% include "common.cuh" %}`) is looked
+up in sbmlgpu.codegen's folder, and `"package:file"` in that package's folder
+(`{% include "sbmlgpu.ode:rk4.cuh" %}`). Undefined variables are errors
 (StrictUndefined), so a template never renders a silent blank; a template checks
 its inputs with `{{ fail("message") }}`.
 
@@ -34,7 +35,7 @@ class TemplateError(SbmlGpuError):
 
 
 CORE_PACKAGE = "sbmlgpu.codegen"
-_FOLDER = {CORE_PACKAGE: "templates"}  # every other package: "kernels"
+_FOLDER = {CORE_PACKAGE: "templates", "sbmlgpu.ode": "templates"}  # others: "kernels"
 
 
 def template_folder(package: str) -> Path:

@@ -18,7 +18,7 @@ from ..errors import UnsupportedModelError
 from ..ir import TIME, Delay, Network, RateOf
 from ..views.ode import OdeSystem, ode_system
 from . import fast
-from .atoms import AtomTable, AtomUse
+from ..ode.atoms import AtomTable, AtomUse
 from .codegen import CompiledFunction, DelayCall, SymbolNames, bind_delay, generate
 
 
@@ -207,7 +207,8 @@ def compile_model(model: Network | OdeSystem, *, jacobian: bool = True) -> Compi
                          shape="vector")
     x0 = gen("x0", list(ode.x0), where="initial values", shape="vector")
 
-    atoms = AtomTable(set(ode.x))
+    atoms = AtomTable(set(ode.x), also_dynamic=(Delay, DelayCall),
+                      symbol=lambda k: sp.Symbol(f"b_{k}"))
     split = [atoms.split_trigger(delays.replace(e.trigger)) for e in ode.events]
     for f in ode.rhs:
         atoms.add_switches(delays.replace(f))

@@ -2,7 +2,7 @@
 
 The integrator (scipy's LSODA by default: it switches between Adams and BDF as
 the problem turns stiff or not) is driven one step at a time. After every step
-the signs of the watched atoms (see atoms.py) are compared with those at the
+the signs of the watched atoms (see sbmlgpu.ode.atoms) are compared with those at the
 step's start; where one changed, the crossing is located on the step's dense
 output to the last representable time, the integrator stops there, and the
 event machinery (events.py) runs the instant. The integrator is restarted after
@@ -26,7 +26,7 @@ from ..ir import Network
 from ..views.ode import OdeSystem
 from . import trajectory as tr
 from . import fast
-from .atoms import EQ, NAN_SIGN, NE, sign_class, sign_classes, truths
+from ..ode.atoms import EQ, NAN_SIGN, NE, sign_class, sign_classes, truths
 from .events import EventError, EventQueue
 from .history import History
 from .model import CompiledModel, compile_model

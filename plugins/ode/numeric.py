@@ -13,7 +13,7 @@ from __future__ import annotations
 from sbmlgpu.codegen.numpy_printer import NumpyPrinter, array_namespace, define
 from sbmlgpu.ir import TIME
 
-from .model import KernelModel
+from sbmlgpu.ode.model import KernelModel
 
 
 def _printer(model: KernelModel) -> NumpyPrinter:

@@ -1,7 +1,8 @@
 """`OdeProgram.run`: one ensemble from request to Result.
 
-1. Specialise: the kernel is generated for this run's varied parameters and outputs
-   (cached per combination), the method resolved (`--method auto`).
+1. Specialise: the kernel (kernels/ode.cu, composed from sbmlgpu.ode's templates)
+   is generated for this run's varied parameters and outputs (cached per
+   combination), the method resolved (`--method auto`).
 2. Pilot (adaptive methods with bundling, and `--summary`): `pilot_size` random
    members run first; their step counts train the bundling predictor and their
    outputs fix the histogram ranges of the on-device quantiles.
@@ -29,6 +30,10 @@ import numpy as np
 from sbmlgpu.backend import Program, RunRequest
 from sbmlgpu.errors import OptionError
 from sbmlgpu.ir import Network
+from sbmlgpu.ode.codegen import KernelSource, generate
+from sbmlgpu.ode.engines import BatchOutput, GpuEngine, LaunchConfig, bytes_per_member
+from sbmlgpu.ode.model import KernelModel
+from sbmlgpu.ode.summary import BatchStats, ranges_from_pilot, to_summary
 from sbmlgpu.outputs import default_outputs
 from sbmlgpu.profile import phase
 from sbmlgpu.results import DEFAULT_QUANTILES
@@ -36,15 +41,21 @@ from sbmlgpu.results import Status, TimeCourseResult
 from sbmlgpu.views.ode import OdeSystem
 
 from . import bundling
-from .codegen import KernelSource, generate
-from .engines import BatchOutput, GpuEngine, HostEngine, LaunchConfig, bytes_per_member
-from .model import KernelModel
+from .cpu import cpu_engine
 from .options import OdeOptions
 from .stiffness import choose_method
-from .summary import BatchStats, ranges_from_pilot, to_summary
 
 log = logging.getLogger("sbmlgpu.ode")
 WARP = 32
+#: this backend's kernel: sbmlgpu.ode's templates with the trajectory sink
+KERNEL = ("sbmlgpu.plugins.ode", "ode.cu")
+
+
+def kernel_source(model: KernelModel, method: str, precision: str = "double", *,
+                  block_size: int = 128, jacobian: str = "auto") -> KernelSource:
+    """The source of this backend's kernel for `model` integrated with `method`."""
+    return generate(model, method, precision, template=KERNEL, block_size=block_size,
+                    jacobian=jacobian)
 
 
 class OdeProgram(Program):
@@ -73,8 +84,8 @@ class OdeProgram(Program):
 
     def _source(self, model: KernelModel, method: str) -> KernelSource:
         o = self.options
-        source = generate(model, method, o.precision, block_size=o.block_size,
-                          jacobian=o.jacobian)
+        source = kernel_source(model, method, o.precision, block_size=o.block_size,
+                               jacobian=o.jacobian)
         self._sources[source.name] = source.text
         return source
 
@@ -85,21 +96,9 @@ class OdeProgram(Program):
             if self.device is not None:
                 engine = GpuEngine(source, self.options.fast_math)
             else:
-                engine = self._cpu_engine(source, model, method)
+                engine = cpu_engine(source, model, method, self.options)
             self._engines[key] = (source, engine)
         return self._engines[key]
-
-    def _cpu_engine(self, source: KernelSource, model: KernelModel, method: str):
-        from .native import host_compiler
-
-        choice = self.options.cpu_engine
-        if choice == "auto":
-            choice = "native" if host_compiler() is not None else "numpy"
-        if choice == "native":
-            return HostEngine(source)
-        from .numpy_engine import NumpyEngine
-
-        return NumpyEngine(model, method, self.options)
 
     # -- run --------------------------------------------------------------------
     def run(self, request: RunRequest, scheduler=None, profiler=None) -> TimeCourseResult:

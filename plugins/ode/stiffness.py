@@ -27,7 +27,8 @@ import logging
 
 import numpy as np
 
-from .model import KernelModel
+from sbmlgpu.ode.model import KernelModel
+
 from .numeric import lambdify
 
 log = logging.getLogger("sbmlgpu.ode")

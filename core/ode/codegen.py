@@ -2,9 +2,13 @@
 
 The model's functions (x0, rhs, outputs, Jacobian, atoms, triggers, event values,
 priorities) are printed by sbmlgpu.codegen's CudaPrinter after common
-subexpression elimination; the integrators and the driver are template files in
-kernels/. `generate(...)` returns the source text with what the profiler needs to
-count work (FLOPs per right-hand side, per step).
+subexpression elimination, each assignment commented with the SBML id it computes
+(naming.py also writes the table of ids at the top of the kernel). The
+integrators, events, output sinks, driver and entry points are templates in
+core/ode/templates/; a backend's kernel template composes them (plugins/ode's
+kernels/ode.cu is one), and `generate(model, method, template=..., sink=...)`
+renders it with `kernel_context(...)`, returning the source text with what the
+profiler needs to count work (FLOPs per right-hand side, per step).
 """
 
 from __future__ import annotations
@@ -15,16 +19,17 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-from sbmlgpu.codegen.cost import count_block, count_many
-from sbmlgpu.codegen.cse import CseBlock, eliminate
-from sbmlgpu.codegen.printer import CodegenError, CudaPrinter
-from sbmlgpu.codegen.templates import render
-from sbmlgpu.ir import TIME
+from ..codegen.cost import count_block, count_many
+from ..codegen.cse import CseBlock, eliminate
+from ..codegen.printer import CodegenError, CudaPrinter
+from ..codegen.templates import render
+from ..ir import TIME
+from . import naming, sparse_lu
+from .atoms import use_symbol
+from .model import KernelModel
+from .sinks import TrajectorySink
 
-from . import sparse_lu
-from .model import KernelModel, use_symbol
-
-PACKAGE = "sbmlgpu.plugins.ode"
+METHODS = ("rk4", "dopri5", "rodas4")
 #: largest system whose LU keeps every index a compile-time constant (rodas4)
 LU_STATIC_MAX = 12
 #: largest system whose right-hand side and Jacobian are inlined at every call
@@ -82,95 +87,136 @@ def eliminate_common(exprs) -> CseBlock:
     return CseBlock(tuple(temporaries), tuple(o.xreplace(trivial) for o in block.outputs))
 
 
-def _assign(exprs, targets, printer: CudaPrinter, where: str, indent: str = INDENT) -> str:
-    """C statements `target = expr;` after common subexpression elimination."""
+def _assign(exprs, targets, printer: CudaPrinter, where: str, comments,
+            indent: str = INDENT) -> str:
+    """C statements `target = expr; /* comment */` after common subexpression
+    elimination."""
     exprs = list(exprs)
     if not exprs:
         return ""
     lines, outputs = eliminate_common(exprs).render(printer, where=where)
     body = [indent + line for line in lines]
-    body += [f"{indent}{target} = {value};" for target, value in zip(targets, outputs)]
+    body += [f"{indent}{target} = {value}; /* {note} */"
+             for target, value, note in zip(targets, outputs, comments)]
     return "\n".join(body)
 
 
-def _sparse_body(model: KernelModel, plan, printer: CudaPrinter) -> str:
-    """A[e] = -J[i, j] on the plan's entries (non-zeros only) and ft = df/dt."""
-    jac = model.jacobian
-    exprs, targets = [], []
-    for (i, j), e in plan.index.items():
-        if jac[i, j] != 0:
-            exprs.append(-jac[i, j])
-            targets.append(f"A[{e}]")
+def _returning(expr, printer: CudaPrinter, where: str, note: str) -> str:
+    """C statements computing `expr` and returning it."""
+    lines, (value,) = eliminate_common([expr]).render(printer, where=where)
+    return "\n".join([INDENT + line for line in lines]
+                     + [f"{INDENT}return {value}; /* {naming.comment(note)} */"])
+
+
+_USES = {"t": re.compile(r"\bt\b"), "x": re.compile(r"\bx\["), "p": re.compile(r"\bp\["),
+         "b": re.compile(r"\bb\[")}
+_COMMENT = re.compile(r"/\*.*?\*/", re.S)
+
+
+def _function(code: str, arguments: tuple[str, ...] = ("t", "x", "p")) -> str:
+    """`code` preceded by `(void)a;` for each argument it does not use (compilers
+    warn about unused parameters; a used one needs no cast)."""
+    statements = _COMMENT.sub("", code)  # a comment may name an SBML id `t` or `x`
+    unused = [a for a in arguments if not _USES[a].search(statements)]
+    if not unused:
+        return code
+    voids = INDENT + " ".join(f"(void){a};" for a in unused)
+    return voids + ("\n" + code if code else "")
+
+
+def _add_time_derivatives(model: KernelModel, exprs: list, targets: list, notes: list) -> None:
+    """ft[i] = df_i/dt (the non-zero ones) appended to a Jacobian's assignments."""
     if model.rhs_depends_on_time:
         for i, e in enumerate(model.dfdt):
             if e != 0:
                 exprs.append(e)
                 targets.append(f"ft[{i}]")
-    return _assign(exprs, targets, printer, "Jacobian")
+                notes.append(naming.time_derivative_comment(model, i))
+
+
+def _sparse_body(model: KernelModel, plan, printer: CudaPrinter) -> str:
+    """A[e] = -J[i, j] on the plan's entries (non-zeros only) and ft = df/dt."""
+    jac = model.jacobian
+    exprs, targets, notes = [], [], []
+    for (i, j), e in plan.index.items():
+        if jac[i, j] != 0:
+            exprs.append(-jac[i, j])
+            targets.append(f"A[{e}]")
+            notes.append(naming.jacobian_comment(model, i, j, sign="-"))
+    _add_time_derivatives(model, exprs, targets, notes)
+    return _function(_assign(exprs, targets, printer, "Jacobian", notes))
+
+
+def _dense_jacobian_body(model: KernelModel, printer: CudaPrinter) -> str:
+    """J = df/dx (row-major, non-zeros only) and ft = df/dt."""
+    nx = model.n_states
+    jac = model.jacobian
+    entries, targets, notes = [], [], []
+    for i in range(nx):
+        for j in range(nx):
+            if jac[i, j] != 0:
+                entries.append(jac[i, j])
+                targets.append(f"J[{i * nx + j}]")
+                notes.append(naming.jacobian_comment(model, i, j))
+    _add_time_derivatives(model, entries, targets, notes)
+    return _function(_assign(entries, targets, printer, "Jacobian", notes))
 
 
 def _bodies(model: KernelModel, printer: CudaPrinter, jacobian: str, plan=None) -> dict:
     nx = model.n_states
+    states = naming.state_comments(model)
     body = {}
     if nx:
-        body["x0"] = _assign(model.x0, [f"x[{i}]" for i in range(nx)], printer, "initial values")
-        body["rhs"] = _assign(model.rhs, [f"dx[{i}]" for i in range(nx)], printer, "rates")
+        body["x0"] = _function(_assign(model.x0, [f"x[{i}]" for i in range(nx)], printer,
+                                       "initial values", states), ("t", "p"))
+        body["rhs"] = _function(_assign(model.rhs, [f"dx[{i}]" for i in range(nx)], printer,
+                                        "rates", states))
     else:  # a model without states: one dummy state that never moves
-        body["x0"] = f"{INDENT}x[0] = {printer.literal(0)};"
-        body["rhs"] = f"{INDENT}dx[0] = {printer.literal(0)};"
-    body["outputs"] = _assign(model.output_exprs, [f"y[{j}]" for j in range(len(model.outputs))],
-                              printer, "outputs")
+        body["x0"] = _function(f"{INDENT}x[0] = {printer.literal(0)}; /* no state */",
+                               ("t", "p"))
+        body["rhs"] = _function(f"{INDENT}dx[0] = {printer.literal(0)}; /* no state */")
+    body["outputs"] = _function(_assign(
+        model.output_exprs, [f"y[{j}]" for j in range(len(model.outputs))], printer,
+        "outputs", [naming.comment(sid) for sid in model.outputs]))
     body["jacobian"] = None
     body["m_sparse"] = _sparse_body(model, plan, printer) if plan is not None else None
     if jacobian == "analytic" and nx and plan is None:
-        jac = model.jacobian
-        entries, targets = [], []
-        for i in range(nx):
-            for j in range(nx):
-                if jac[i, j] != 0:
-                    entries.append(jac[i, j])
-                    targets.append(f"J[{i * nx + j}]")
-        if model.rhs_depends_on_time:
-            for i, e in enumerate(model.dfdt):
-                if e != 0:
-                    entries.append(e)
-                    targets.append(f"ft[{i}]")
-        body["jacobian"] = _assign(entries, targets, printer, "Jacobian")
-    elif jacobian == "analytic":
-        body["jacobian"] = ""
+        body["jacobian"] = _dense_jacobian_body(model, printer)
+    elif jacobian == "analytic" and plan is None:  # no states: J and ft are zero
+        body["jacobian"] = _function("")
     if model.atoms:
-        body["atoms"] = _assign(model.atoms, [f"g[{a}]" for a in range(len(model.atoms))],
-                                printer, "event triggers")
+        body["atoms"] = _function(_assign(
+            model.atoms, [f"g[{a}]" for a in range(len(model.atoms))], printer,
+            "event triggers", [naming.comment(o) for o in model.atom_table.origins]))
     else:  # events without atoms (fired at t0 only): one dummy atom that stays at zero
-        body["atoms"] = f"{INDENT}g[0] = {printer.literal(0)};"
+        body["atoms"] = _function(f"{INDENT}g[0] = {printer.literal(0)}; /* no watched atom */")
     if model.events:
         lines = []
         for i, e in enumerate(model.events):
-            lines.append(f"{INDENT}trig[{i}] = "
-                         f"{printer.print_condition(e.trigger, where=f'event {e.id}')};")
-        body["triggers"] = "\n".join(lines)
+            condition = printer.print_condition(e.trigger, where=f"event {e.id}")
+            lines.append(f"{INDENT}trig[{i}] = {condition}; /* {naming.comment(e.id)} */")
+        body["triggers"] = _function("\n".join(lines), ("t", "x", "p", "b"))
     return body
 
 
 def _events(model: KernelModel, printer: CudaPrinter) -> list[dict]:
     out = []
+    ids = model.ode.state_ids
     for i, e in enumerate(model.events):
         where = f"event {e.id}"
         priority_body = None
         if e.priority is not None:
-            lines, (value,) = eliminate_common([e.priority]).render(printer, where=where)
-            priority_body = "\n".join([INDENT + line for line in lines]
-                                      + [f"{INDENT}return {value};"])
+            priority_body = _function(_returning(e.priority, printer, where,
+                                                 f"priority of {e.id}"))
         delay_body = None
         if e.delay is not None:
-            lines, (value,) = eliminate_common([e.delay]).render(printer, where=where)
-            delay_body = "\n".join([INDENT + line for line in lines]
-                                   + [f"{INDENT}return {value};"])
+            delay_body = _function(_returning(e.delay, printer, where, f"delay of {e.id}"))
         out.append({
             "index": i, "id": e.id, "targets": list(e.targets),
             "delay_body": delay_body, "has_delay": e.delay is not None,
-            "values_body": _assign(e.values, [f"v[{k}]" for k in range(len(e.targets))],
-                                   printer, where),
+            "values_body": _function(_assign(
+                e.values, [f"v[{k}]" for k in range(len(e.targets))], printer, where,
+                [naming.comment(ids[target]) for target in e.targets])),
             "priority_body": priority_body, "has_priority": e.priority is not None,
             "persistent": e.persistent, "initial_value": e.initial_value,
             "values_at_trigger": e.values_at_trigger,
@@ -198,11 +244,23 @@ def choose_jacobian(model: KernelModel, requested: str) -> str:
     return "analytic" if ok else "fd"
 
 
-def generate(model: KernelModel, method: str, precision: str = "double", *,
-             block_size: int = 128, jacobian: str = "auto") -> KernelSource:
-    """The kernel source for `model` integrated with `method` ('rk4', 'dopri5', 'rodas4')."""
-    if method not in ("rk4", "dopri5", "rodas4"):
+@dataclass(frozen=True)
+class KernelContext:
+    """What a kernel template renders with (`values`), and what generate() needs to
+    describe the kernel."""
+
+    values: dict
+    jacobian: str  # "analytic", "fd" or "none"
+    plan: sparse_lu.SparsePlan | None
+
+
+def kernel_context(model: KernelModel, method: str, precision: str = "double", *,
+                   sink=None, block_size: int = 128, jacobian: str = "auto") -> KernelContext:
+    """The context of core/ode/templates for `model` integrated with `method` ('rk4',
+    'dopri5', 'rodas4'), writing through `sink` (sinks.py; default: trajectories)."""
+    if method not in METHODS:
         raise ValueError(f"unknown method {method!r}")
+    sink = sink if sink is not None else TrajectorySink()
     printer = _printer(model, precision)
     jac_mode = choose_jacobian(model, jacobian) if method == "rodas4" else "none"
     plan = None
@@ -212,8 +270,10 @@ def generate(model: KernelModel, method: str, precision: str = "double", *,
     events = _events(model, printer)
     nx, nout = model.n_states, len(model.outputs)
     needs_rng = sum(1 for e in model.events if e.priority is not None) >= 2
-    context = dict(
+    uses = [(u.atom, u.rel) for u in model.uses]
+    values = dict(
         precision=precision, model_id=model.ode.network.id or "model", method=method,
+        id_table=naming.id_table(model), varied=list(model.varied), sink=sink,
         nx=nx, nx_alloc=max(nx, 1), np=len(model.varied), np_alloc=max(len(model.varied), 1),
         nout=nout, nout_alloc=max(nout, 1), natoms=len(model.atoms),
         natoms_alloc=max(len(model.atoms), 1), nevents_alloc=max(len(model.events), 1),
@@ -224,7 +284,7 @@ def generate(model: KernelModel, method: str, precision: str = "double", *,
         # loops for large ones (code size and nvcc time grow with every unrolled copy)
         unroll="#pragma unroll" if nx <= INLINE_MODEL_MAX else "",
         unroll_outputs="#pragma unroll" if nout <= INLINE_MODEL_MAX else "",
-        body=body, events=events, uses=[(u.atom, u.rel) for u in model.uses],
+        body=body, events=events, uses=uses, uses_eqz=any(rel >= 4 for _, rel in uses),
         rhs_has_time=model.rhs_depends_on_time, lu_static=max(nx, 1) <= LU_STATIC_MAX,
         fd_jacobian=jac_mode == "fd", block_size=block_size, needs_rng=needs_rng,
         sparse_lu=plan is not None, nnz=plan.nnz if plan else 0,
@@ -232,17 +292,31 @@ def generate(model: KernelModel, method: str, precision: str = "double", *,
         lu_code=sparse_lu.lu_code(plan) if plan else "",
         solve_code=sparse_lu.solve_code(plan) if plan else "",
     )
-    text = render(PACKAGE, "ode.cu", **context)
+    return KernelContext(values, jac_mode, plan)
+
+
+def generate(model: KernelModel, method: str, precision: str = "double", *,
+             template: tuple[str, str], sink=None, prefix: str = "ode",
+             block_size: int = 128, jacobian: str = "auto") -> KernelSource:
+    """The kernel source of `template` ((package, file): a backend's kernel that
+    composes core/ode/templates) for `model` integrated with `method`, writing
+    through `sink`. The file name is `<prefix>_<model id>_<method>_<precision>_<hash>.cu`."""
+    sink = sink if sink is not None else TrajectorySink()
+    context = kernel_context(model, method, precision, sink=sink, block_size=block_size,
+                             jacobian=jacobian)
+    text = render(*template, **context.values)
     digest = hashlib.sha256(text.encode()).hexdigest()[:12]
     safe = re.sub(r"[^A-Za-z0-9_]", "_", model.ode.network.id or "model")[:40]
+    nx, nout = model.n_states, len(model.outputs)
     rhs_flops = count_block(eliminate_common(list(model.rhs))).flops() if nx else 0.0
     out_flops = count_block(eliminate_common(list(model.output_exprs))).flops() if nout else 0.0
-    step = _step_flops(method, max(nx, 1), rhs_flops, model, jac_mode, plan)
+    plan = context.plan
+    step = _step_flops(method, max(nx, 1), rhs_flops, model, context.jacobian, plan)
     return KernelSource(
-        name=f"ode_{safe}_{method}_{precision}_{digest}.cu", text=text,
-        kernel=f"sbmlgpu_ode_{method}", method=method, precision=precision,
+        name=f"{prefix}_{safe}_{method}_{precision}_{digest}.cu", text=text,
+        kernel=f"{sink.entry}_{method}", method=method, precision=precision,
         flops_per_rhs=rhs_flops, flops_per_step=step, flops_per_output=out_flops,
-        jacobian=jac_mode,
+        jacobian=context.jacobian,
         linear_algebra=("none" if method != "rodas4" else
                         f"sparse LU ({plan.nnz} entries)" if plan else "dense LU"))
 
@@ -250,7 +324,7 @@ def generate(model: KernelModel, method: str, precision: str = "double", *,
 def _step_flops(method: str, nx: int, rhs: float, model: KernelModel, jac_mode: str,
                 plan=None) -> float:
     """FLOPs of one step (weighted as in sbmlgpu.codegen.cost; an FMA is two). The
-    vector arithmetic is counted from the formulas in kernels/*.cuh."""
+    vector arithmetic is counted from the formulas in templates/*.cuh."""
     if method == "rk4":
         # 3 stage arguments (x + c h k: 2 flops per state), the update (7 per state)
         return 4 * rhs + 13 * nx

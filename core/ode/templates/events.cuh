@@ -1,6 +1,9 @@
 {#
   events.cuh -- watched atoms and SBML events (L3V2 sec. 4.11) at one instant, the
-  same rules as the CPU reference (core/reference/events.py):
+  same rules as the CPU reference (core/reference/events.py). Included where the
+  model watches atoms or has events (context `watch`); the parts for features the
+  model lacks (delays, priorities, values from trigger time, non-persistent
+  triggers) are left out:
 
   1. Every trigger is evaluated. An event whose trigger went from false to true gets
      a pending instance, due at t + its delay (evaluated now; a negative or NaN delay
@@ -55,8 +58,9 @@ SBMLGPU_HD void ode_watch_signs(ode_watch* W, real_t t, const real_t* x, const r
    compile quickly. */
 #define ODE_PENDING_MAX {{ 16 if events | selectattr("has_delay") | list else 8 }}
 {% set uvftt = events | selectattr("values_at_trigger") | selectattr("targets") | list %}
+{% set prioritised = events | selectattr("has_priority") | list %}
+{% set transient = events | rejectattr("persistent") | list %}
 {% set ns = namespace(offset=0) %}
-#define ODE_VALUE_SLOTS {{ [(uvftt | map(attribute="targets") | map("length") | sum) * 8, 1] | max }}
 
 typedef struct {
     bool prev[ODE_NEVENTS];              /* trigger values after the last instant */
@@ -68,7 +72,9 @@ typedef struct {
     int next_seq;
     bool overflow;
     bool bad_delay;
-    real_t v[ODE_VALUE_SLOTS];           /* values fixed at trigger time, per instance */
+{% if uvftt %}
+    real_t v[{{ (uvftt | map(attribute="targets") | map("length") | sum) * 8 }}]; /* values fixed at trigger time, per instance */
+{% endif %}
 {% if needs_rng %}
     sbmlgpu_rng_t rng;
     bool rng_ready;
@@ -76,6 +82,7 @@ typedef struct {
 {% endif %}
 } ode_events;
 
+{% if uvftt %}
 /* where event e keeps the values of its pending instances in E->v (-1: none) */
 SBMLGPU_HD int ode_value_offset(int e)
 {
@@ -97,54 +104,58 @@ SBMLGPU_HD int ode_event_size(int e)
     default: return 0;
     }
 }
+{% endif %}
 
+{% if transient %}
 SBMLGPU_HD bool ode_event_persistent(int e)
 {
     switch (e) {
-{% for e in events if not e.persistent %}
-    case {{ e.index }}:
+{% for e in transient %}
+    case {{ e.index }}:  /* {{ e.id }} */
 {% endfor %}
-{% if events | rejectattr("persistent") | list %}
         return false;
-{% endif %}
     default: return true;
     }
 }
+{% endif %}
 
 /* the new values of event e at (t, x) into v */
 SBMLGPU_HD void ode_event_values(int e, real_t t, const real_t* x, const real_t* p, real_t* v)
 {
     switch (e) {
 {% for e in events if e.targets %}
-    case {{ e.index }}: model_event_values_{{ e.index }}(t, x, p, v); break;
+    case {{ e.index }}: model_event_values_{{ e.index }}(t, x, p, v); break;  /* {{ e.id }} */
 {% endfor %}
     default: break;
     }
 }
 
+{% if prioritised %}
+
 /* 1 and the priority of event e in *value, or 0 for an event without priority */
 SBMLGPU_HD int ode_event_priority(int e, real_t t, const real_t* x, const real_t* p, real_t* value)
 {
-    (void)t; (void)x; (void)p; (void)value;
     switch (e) {
-{% for e in events if e.has_priority %}
-    case {{ e.index }}: *value = model_event_priority_{{ e.index }}(t, x, p); return 1;
+{% for e in prioritised %}
+    case {{ e.index }}: *value = model_event_priority_{{ e.index }}(t, x, p); return 1;  /* {{ e.id }} */
 {% endfor %}
     default: return 0;
     }
 }
+{% endif %}
+{% if delayed %}
 
 /* 1 and event e's delay at (t, x) in *value, or 0 for an event without delay */
 SBMLGPU_HD int ode_event_delay(int e, real_t t, const real_t* x, const real_t* p, real_t* value)
 {
-    (void)t; (void)x; (void)p; (void)value;
     switch (e) {
 {% for e in events if e.has_delay %}
-    case {{ e.index }}: *value = model_event_delay_{{ e.index }}(t, x, p); return 1;
+    case {{ e.index }}: *value = model_event_delay_{{ e.index }}(t, x, p); return 1;  /* {{ e.id }} */
 {% endfor %}
     default: return 0;
     }
 }
+{% endif %}
 
 /* is instance `slot` of event e due at t? */
 SBMLGPU_HD bool ode_is_due(const ode_events* E, int e, int slot, real_t t)
@@ -157,25 +168,26 @@ SBMLGPU_HD bool ode_is_due(const ode_events* E, int e, int slot, real_t t)
 {% endif %}
 }
 
+{% if delayed %}
+
 /* the earliest due time of a pending instance (INFINITY: none) */
 SBMLGPU_HD real_t ode_next_due(const ode_events* E)
 {
     real_t next = INFINITY;
-{% if delayed %}
     for (int e = 0; e < ODE_NEVENTS; ++e)
         for (int k = 0; k < E->count[e]; ++k) next = ODE_MIN(next, E->due[e][k]);
-{% else %}
-    (void)E;
-{% endif %}
     return next;
 }
+{% endif %}
 
 SBMLGPU_HD void ode_events_init(ode_events* E, const ode_config* cfg, unsigned long long member)
 {
+{% if not needs_rng %}
     (void)cfg; (void)member;
+{% endif %}
     for (int e = 0; e < ODE_NEVENTS; ++e) { E->prev[e] = false; E->count[e] = 0; }
 {% for e in events if e.initial_value %}
-    E->prev[{{ e.index }}] = true;
+    E->prev[{{ e.index }}] = true;  /* {{ e.id }} */
 {% endfor %}
     E->next_seq = 0;
     E->overflow = false;
@@ -219,14 +231,18 @@ SBMLGPU_HD void ode_transitions(ode_events* E, const bool* trig, real_t t, const
                     E->bad_delay = true;  /* SBML requires a delay >= 0 */
                 E->due[e][slot] = t + delay;
 {% endif %}
+{% if uvftt %}
                 const int offset = ode_value_offset(e);
                 if (offset >= 0)
                     ode_event_values(e, t, x, p, E->v + offset + slot * ode_event_size(e));
+{% endif %}
                 E->count[e] = slot + 1;
             }
         }
         E->prev[e] = trig[e];
+{% if transient %}
         if (!trig[e] && !ode_event_persistent(e)) E->count[e] = 0;
+{% endif %}
     }
 }
 
@@ -235,7 +251,7 @@ SBMLGPU_HD int ode_choose(ode_events* E, real_t t, const real_t* x, const real_t
 {
     int best = -1;
     *slot = 0;
-{% if events | selectattr("has_priority") | list %}
+{% if prioritised %}
     real_t best_priority = ODE_R(0);
     real_t priority[ODE_NEVENTS];
     bool prioritised[ODE_NEVENTS];
@@ -310,6 +326,7 @@ SBMLGPU_HD int ode_choose(ode_events* E, real_t t, const real_t* x, const real_t
 SBMLGPU_HD void ode_execute(ode_events* E, int e, int slot, real_t t, real_t* x, const real_t* p)
 {
     real_t v[{{ [events | map(attribute="targets") | map("length") | max, 1] | max }}];
+{% if uvftt %}
     const int size = ode_event_size(e);
     const int offset = ode_value_offset(e);
     if (offset >= 0) {
@@ -320,6 +337,9 @@ SBMLGPU_HD void ode_execute(ode_events* E, int e, int slot, real_t t, real_t* x,
     } else {
         ode_event_values(e, t, x, p, v);
     }
+{% else %}
+    ode_event_values(e, t, x, p, v);
+{% endif %}
     switch (e) {
 {% for e in events if e.targets %}
     case {{ e.index }}:  /* {{ e.id }} */

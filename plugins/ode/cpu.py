@@ -1,12 +1,16 @@
-"""The CPU path for machines without a C++ compiler: numpy, vectorised over members.
+"""The CPU path of the `ode` backend: which engine runs the kernel when there is no GPU.
 
-rk4 and dopri5 without watched atoms (no events, no piecewise switches in the rates)
-run here as the kernels do, with the same formulas, step control and dense output,
-on arrays of shape (states, members): every member has its own time and step size.
-Everything else (rodas4, events) runs member by member through the CPU reference
-(sbmlgpu.reference.simulate, scipy): Radau for rodas4 (implicit, stiff), RK45 (scipy's
-Dormand-Prince 5(4)) otherwise, with the same tolerances. The native engine
-(native.py) is preferred whenever a compiler exists: it is the GPU's own code.
+`cpu_engine(...)` chooses (--cpu-engine): `native` (the generated kernel itself,
+compiled for the host by g++ with OpenMP: native.py, run by sbmlgpu.ode's
+HostEngine; the GPU's own code, so preferred whenever a compiler exists) or `numpy`
+(NumpyEngine below, for machines without a C++ compiler).
+
+NumpyEngine: rk4 and dopri5 without watched atoms (no events, no piecewise switches
+in the rates) run as the kernels do, with the same formulas, step control and dense
+output, on arrays of shape (states, members): every member has its own time and
+step size. Everything else (rodas4, events) runs member by member through the CPU
+reference (sbmlgpu.reference.simulate, scipy): Radau for rodas4 (implicit, stiff),
+RK45 (scipy's Dormand-Prince 5(4)) otherwise, with the same tolerances.
 """
 
 from __future__ import annotations
@@ -14,14 +18,30 @@ from __future__ import annotations
 import numpy as np
 
 from sbmlgpu.errors import SimulationError
+from sbmlgpu.ode.codegen import KernelSource
+from sbmlgpu.ode.engines import BatchOutput, HostEngine
+from sbmlgpu.ode.model import KernelModel
+from sbmlgpu.ode.summary import host_batch_stats
 from sbmlgpu.results import Status
 
-from .engines import BatchOutput
-from .model import KernelModel
 from .numeric import lambdify
-from .summary import host_batch_stats
+from .options import OdeOptions
 
-# Dormand-Prince 5(4) (as kernels/dopri5.cuh)
+
+def cpu_engine(source: KernelSource, model: KernelModel, method: str, options: OdeOptions):
+    """The engine of the CPU path for --cpu-engine (auto: native if a C++ compiler is
+    found, else numpy)."""
+    from .native import host_compiler, host_kernel
+
+    choice = options.cpu_engine
+    if choice == "auto":
+        choice = "native" if host_compiler() is not None else "numpy"
+    if choice == "native":
+        return HostEngine(source, host_kernel(source))
+    return NumpyEngine(model, method, options)
+
+
+# Dormand-Prince 5(4) (as sbmlgpu.ode's templates/dopri5.cuh)
 _C = (0.2, 0.3, 0.8, 8.0 / 9.0, 1.0)
 _A = ((0.2,), (3 / 40, 9 / 40), (44 / 45, -56 / 15, 32 / 9),
       (19372 / 6561, -25360 / 2187, 64448 / 6561, -212 / 729),
@@ -211,7 +231,7 @@ class NumpyEngine:
         return out, status, steps.astype(np.int32)
 
     def _initial_step(self, t, x, f, p, config, t_end):
-        """Hairer's starting step (as kernels/adaptive.cuh), per member."""
+        """Hairer's starting step (as templates/adaptive.cuh), per member."""
         sk = config.atol + config.rtol * np.abs(x)
         dnf = np.sum((f / sk) ** 2, axis=0)
         dny = np.sum((x / sk) ** 2, axis=0)

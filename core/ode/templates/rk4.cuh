@@ -8,8 +8,6 @@
   and slope at both ends) serves the event root finder.
 #}
 /* ---- RK4, fixed step ------------------------------------------------------------ */
-#define ODE_ADAPTIVE 0
-#define ODE_METHOD_STAGES 4
 
 typedef struct {
     real_t x[ODE_NX];   /* state at t */
@@ -28,7 +26,7 @@ SBMLGPU_HD void ode_restart(ode_stepper* S, real_t t, const real_t* p)
 SBMLGPU_HD void ode_start(ode_stepper* S, real_t t, const real_t* p, const ode_config* cfg,
                           real_t t_end)
 {
-    (void)cfg; (void)t_end;
+    (void)t_end;
     S->h = cfg->dt;
     S->nonfinite = false;
     ode_restart(S, t, p);

@@ -11,7 +11,7 @@ order statistic is off by at most one bin width ((hi - lo) / bins of that column
 except in the two end bins, which also hold the values outside the range and
 stretch towards the true min and max.
 
-On the GPU the statistics of a batch are computed by kernels/summary.cu; on the
+On the GPU the statistics of a batch are computed by templates/summary.cu; on the
 CPU path by `host_batch_stats` (the same definitions).
 """
 
@@ -111,7 +111,11 @@ def ranges_from_pilot(pilot: np.ndarray | None, cols: int, margin: float = 0.1) 
             continue
         span = hi[c] - lo[c]
         if span <= 0:
-            span = max(abs(hi[c]) * 1e-6, 1e-300)
+            # a constant column, widened in float64: in a float32 pilot's arithmetic a
+            # constant 0 would widen by 1e-301, which rounds to nothing ([0, 0] then)
+            span = max(abs(float(hi[c])) * 1e-6, 1e-300)
+            ranges[c] = (float(lo[c]) - margin * span, float(hi[c]) + margin * span)
+            continue
         ranges[c] = (lo[c] - margin * span, hi[c] + margin * span)
     return ranges
 

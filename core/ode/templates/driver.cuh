@@ -2,9 +2,11 @@
   driver.cuh -- one trajectory from times[0] to times[n_times - 1]: steps, outputs,
   watched atoms and events, status.
 
-  Output k is written to out[k * ODE_NOUT * stride] ... (the caller passes out + i
-  and stride = members in the launch, so the layout is out[(k*nout + j)*N + i]:
-  neighbouring threads write neighbouring addresses).
+  The outputs y (model_outputs) at output time k go to the member's sink:
+  ode_sink_store(&sink, k, y), and ode_sink_invalid(&sink, k) for the output times
+  a failed member never reached. The sink (type ode_sink) comes from an output-sink
+  template included before this one (sink_trajectory.cuh: the values; sink_bins.cuh:
+  their bin indices).
 
   Adaptive methods never step onto an output time: outputs inside a step come from
   the method's continuous extension (the end time is the integration's end, so the
@@ -19,23 +21,17 @@
   within one step is still seen.
 #}
 {# a few atoms: loops over them unrolled (registers); many: loops #}
+{% set adaptive = method != "rk4" %}
 {% set UNROLL_ATOMS = "#pragma unroll" if natoms <= 8 else "" %}
 /* ---- the driver ---------------------------------------------------------------------- */
-#define ODE_NOUT_REAL {{ nout }}
 
-{{ "SBMLGPU_HD" if unroll_outputs else "__host__ __device__ ODE_NOINLINE" }} void ode_write(real_t t, const real_t* x, const real_t* p, real_t* out,
-                          long long stride, int k)
+/* the outputs at (t, x) as output time k */
+{{ "SBMLGPU_HD" if unroll_outputs else "__host__ __device__ ODE_NOINLINE" }} void ode_write(real_t t, const real_t* x, const real_t* p,
+                          const ode_sink sink, int k)
 {
     real_t y[ODE_NOUT];
     model_outputs(t, x, p, y);
-{{ unroll_outputs }}
-    for (int j = 0; j < ODE_NOUT_REAL; ++j) out[((long long)k * ODE_NOUT_REAL + j) * stride] = y[j];
-}
-
-SBMLGPU_HD void ode_write_nan(real_t* out, long long stride, int k)
-{
-{{ unroll_outputs }}
-    for (int j = 0; j < ODE_NOUT_REAL; ++j) out[((long long)k * ODE_NOUT_REAL + j) * stride] = (real_t)NAN;
+    ode_sink_store(&sink, k, y);
 }
 
 SBMLGPU_HD bool ode_all_finite(const real_t* x)
@@ -50,8 +46,8 @@ SBMLGPU_HD bool ode_all_finite(const real_t* x)
 /* rk4 without atoms: the tight loop (as a hand-written kernel would be). NaN and inf
    propagate, so a non-finite state is checked once per output interval. */
 SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int n_times,
-                         real_t* __restrict__ out, long long stride, const ode_config cfg,
-                         int* steps_taken, unsigned long long member)
+                         const ode_sink sink, const ode_config cfg, int* steps_taken,
+                         unsigned long long member)
 {
     (void)member;
     ode_stepper S;
@@ -60,7 +56,7 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
     int status = ode_all_finite(S.x) ? ODE_OK : ODE_NON_FINITE;
     long long steps = 0;
     int k = 0;
-    while (k < n_times && times[k] <= t) { ode_write(t, S.x, p, out, stride, k); ++k; }
+    while (k < n_times && times[k] <= t) { ode_write(t, S.x, p, sink, k); ++k; }
     if (status == ODE_OK && k < n_times) ode_start(&S, t, p, &cfg, times[n_times - 1]);
     for (; status == ODE_OK && k < n_times; ++k) {
         const real_t T = times[k];
@@ -82,18 +78,20 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
             steps += n;
             if (!ode_all_finite(S.x)) { status = ODE_NON_FINITE; break; }
         }
-        ode_write(t, S.x, p, out, stride, k);
+        ode_write(t, S.x, p, sink, k);
     }
-    for (; k < n_times; ++k) ode_write_nan(out, stride, k);
+    for (; k < n_times; ++k) ode_sink_invalid(&sink, k);
     *steps_taken = steps > 2147483647LL ? 2147483647 : (int)steps;
     return status;
 }
 {% else %}
 SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int n_times,
-                         real_t* __restrict__ out, long long stride, const ode_config cfg,
-                         int* steps_taken, unsigned long long member)
+                         const ode_sink sink, const ode_config cfg, int* steps_taken,
+                         unsigned long long member)
 {
+{% if not events %}
     (void)member;
+{% endif %}
     ode_stepper S;
     real_t t = times[0];
     const real_t t_end = times[n_times - 1];
@@ -101,52 +99,54 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
     int status = ode_all_finite(S.x) ? ODE_OK : ODE_NON_FINITE;
     long long steps = 0;
     int k = 0;
-#if ODE_WATCH
+{% if watch %}
     ode_watch W;
 {{ UNROLL_ATOMS }}
     for (int a = 0; a < ODE_NATOMS; ++a) {
         W.forced[a] = ODE_NO_OVERRIDE; W.g_at[a] = ODE_R(0); W.crossed[a] = false;
     }
-#if ODE_EVENTS
+{% if events %}
     ode_events E;
     ode_events_init(&E, &cfg, member);
     if (status == ODE_OK) status = ode_instant(&E, &W, t, S.x, p);  /* triggers at t0 */
     if (status == ODE_OK && !ode_all_finite(S.x)) status = ODE_NON_FINITE;
+{% endif %}
+{% if delayed %}
     real_t t_due = ode_next_due(&E);  /* the next delayed execution (INFINITY: none) */
-#endif
+{% endif %}
     ode_watch_signs(&W, t, S.x, p, W.s);
-#endif
+{% endif %}
     if (status == ODE_OK) {
-        while (k < n_times && times[k] <= t) { ode_write(t, S.x, p, out, stride, k); ++k; }
+        while (k < n_times && times[k] <= t) { ode_write(t, S.x, p, sink, k); ++k; }
         if (k < n_times) ode_start(&S, t, p, &cfg, t_end);
     }
-#if ODE_ADAPTIVE
+{% if adaptive %}
     real_t hmax = t_end - t;
     if (cfg.max_step > ODE_R(0)) hmax = ODE_MIN(hmax, cfg.max_step);
-#if ODE_HAS_ATOMS
+{% if natoms %}
     hmax = ODE_MIN(hmax, (t_end - t) / (real_t)(n_times - 1 > 50 ? n_times - 1 : 50));
-#endif
-#else
+{% endif %}
+{% else %}
     int grid_n = 0, grid_m = 0;
     real_t grid_h = ODE_R(0), grid_start = t, grid_end = t;
-#endif
+{% endif %}
     while (status == ODE_OK && k < n_times) {
         real_t t_new, h;
-#if ODE_ADAPTIVE
+{% if adaptive %}
         h = ODE_MIN(S.h, hmax);
         real_t t_stop = t_end;
-#if ODE_DELAYED
+{% if delayed %}
         if (t_due < t_stop) t_stop = t_due;  /* stop exactly where a delayed event is due */
-#endif
+{% endif %}
         t_new = (t + ODE_R(1.01) * h >= t_stop) ? t_stop : t + h;
         h = t_new - t;
         if (!(ODE_R(0.1) * h > ODE_ABS(t) * ODE_UROUND)) { status = ODE_STEP_UNDERFLOW; break; }
-#else
+{% else %}
         if (grid_m == grid_n) {  /* a new interval: from t to the next output time */
             grid_end = times[k];
-#if ODE_DELAYED
+{% if delayed %}
             if (t_due < grid_end) grid_end = t_due;  /* ... or to a delayed event */
-#endif
+{% endif %}
             const real_t span = grid_end - t;
             real_t count = ODE_CEIL(span / cfg.dt * (ODE_R(1) - ODE_R(16) * ODE_UROUND));
             if (!(count < ODE_R(2147483647))) { status = ODE_MAX_STEPS; break; }
@@ -158,7 +158,7 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
         ++grid_m;
         t_new = grid_m == grid_n ? grid_end : grid_start + (real_t)grid_m * grid_h;
         h = t_new - t;
-#endif
+{% endif %}
         if (steps >= cfg.max_steps) { status = ODE_MAX_STEPS; break; }
         ++steps;
         if (ode_step(&S, t, h, p, &cfg, false) != 1) {
@@ -168,7 +168,7 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
             }
             continue;
         }
-#if ODE_HAS_ATOMS
+{% if natoms %}
         {
             real_t g[ODE_NATOMS];
             signed char s_new[ODE_NATOMS];
@@ -202,7 +202,7 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
                 /* outputs before the crossing, from the extension */
                 while (k < n_times && times[k] < tau) {
                     ode_dense(&S, (times[k] - t) / h, h, y);
-                    ode_write(times[k], y, p, out, stride, k);
+                    ode_write(times[k], y, p, sink, k);
                     ++k;
                 }
                 if (tau < t_new) ode_dense(&S, (tau - t) / h, h, y);
@@ -223,51 +223,52 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
                         W.g_at[a] = gy[a];
                     }
                 }
-#if ODE_EVENTS
+{% if events %}
                 status = ode_instant(&E, &W, t, S.x, p);
 {{ UNROLL_ATOMS }}
                 for (int a = 0; a < ODE_NATOMS; ++a) W.crossed[a] = false;
                 if (status != ODE_OK) break;
-#endif
+{% endif %}
                 if (!ode_all_finite(S.x)) { status = ODE_NON_FINITE; break; }
-#if ODE_DELAYED
+{% if delayed %}
                 t_due = ode_next_due(&E);
-#endif
+{% endif %}
                 ode_watch_signs(&W, t, S.x, p, W.s);
                 ode_restart(&S, t, p);
-                while (k < n_times && times[k] <= t) { ode_write(t, S.x, p, out, stride, k); ++k; }
-#if !ODE_ADAPTIVE
+                while (k < n_times && times[k] <= t) { ode_write(t, S.x, p, sink, k); ++k; }
+{% if not adaptive %}
                 grid_m = grid_n;  /* a new grid from the crossing to the next output */
-#endif
+{% endif %}
                 continue;
             }
 {{ UNROLL_ATOMS }}
             for (int a = 0; a < ODE_NATOMS; ++a) W.s[a] = s_new[a];
         }
-#endif
-#if ODE_DELAYED
+{% endif %}
+{% if delayed %}
         const bool at_due = t_new >= t_due;  /* a delayed event executes at the step's end */
-#else
-        const bool at_due = false;
-#endif
         /* outputs in (t, t_new]: the step's end itself, or its extension; at a due
            event, outputs at t_new come after its instant */
         while (k < n_times && (times[k] < t_new || (times[k] == t_new && !at_due))) {
+{% else %}
+        /* outputs in (t, t_new]: the step's end itself, or its extension */
+        while (k < n_times && times[k] <= t_new) {
+{% endif %}
             if (times[k] == t_new) {
-                ode_write(t_new, S.xn, p, out, stride, k);
+                ode_write(t_new, S.xn, p, sink, k);
             } else {
                 real_t y[ODE_NX];
                 ode_dense(&S, (times[k] - t) / h, h, y);
-                ode_write(times[k], y, p, out, stride, k);
+                ode_write(times[k], y, p, sink, k);
             }
             ++k;
         }
         t = t_new;
         ode_accept(&S);
-#if !ODE_ADAPTIVE
+{% if not adaptive %}
         if (grid_m == grid_n && !ode_all_finite(S.x)) { status = ODE_NON_FINITE; break; }
-#endif
-#if ODE_DELAYED
+{% endif %}
+{% if delayed %}
         if (at_due) {
             status = ode_instant(&E, &W, t, S.x, p);
             if (status != ODE_OK) break;
@@ -275,16 +276,14 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
             t_due = ode_next_due(&E);
             ode_watch_signs(&W, t, S.x, p, W.s);
             ode_restart(&S, t, p);
-            while (k < n_times && times[k] <= t) { ode_write(t, S.x, p, out, stride, k); ++k; }
-#if !ODE_ADAPTIVE
+            while (k < n_times && times[k] <= t) { ode_write(t, S.x, p, sink, k); ++k; }
+{% if not adaptive %}
             grid_m = grid_n;
-#endif
+{% endif %}
         }
-#else
-        (void)at_due;
-#endif
+{% endif %}
     }
-    for (; k < n_times; ++k) ode_write_nan(out, stride, k);
+    for (; k < n_times; ++k) ode_sink_invalid(&sink, k);
     *steps_taken = steps > 2147483647LL ? 2147483647 : (int)steps;
     return status;
 }

@@ -9,23 +9,29 @@ integrator restarts exactly at a switch instead of stepping over it.
 
 Relations that cannot change between events (only parameters and values that
 events set) are left in the trigger and evaluated as they are.
+
+One implementation for every integrator: the CPU reference (core/reference) and
+the generated kernels (core/ode/model.py, templates/events.cuh) split triggers
+here, so that both locate the same crossings. What differs is passed in: which
+functions make a relation dynamic besides time and the states (the reference's
+delay()), and how a trigger names the truth value of a relation (its symbols).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import sympy as sp
 from sympy.core.relational import Relational
 from sympy.logic.boolalg import BooleanAtom, BooleanFunction
 
-from ..ir import TIME, Delay
-from .codegen import DelayCall
+from ..ir import TIME
 
-# relation codes
+# relation codes, shared with the kernels (templates/prelude.cuh: ode_truth)
 GT, GE, LT, LE, EQ, NE = range(6)
-_REL_CODE = {
+REL_CODE = {
     sp.StrictGreaterThan: GT,
     sp.GreaterThan: GE,
     sp.StrictLessThan: LT,
@@ -33,6 +39,7 @@ _REL_CODE = {
     sp.Equality: EQ,
     sp.Unequality: NE,
 }
+REL_TEXT = (">", ">=", "<", "<=", "==", "!=")
 NAN_SIGN = 2  # the sign class of NaN: every relation is false on it, except !=
 
 
@@ -88,55 +95,75 @@ class AtomUse:
     rel: int
 
 
-class AtomTable:
-    """Collects atoms (deduplicated by their function g) and their uses in triggers."""
+def use_symbol(k: int) -> sp.Symbol:
+    """The symbol of the k-th use in a split trigger (the kernels' naming: `b@k` is
+    no SBML id and no symbol of the ODE view)."""
+    return sp.Symbol(f"b@{k}")
 
-    def __init__(self, states: set[sp.Symbol]):
+
+class AtomTable:
+    """Collects atoms (deduplicated by their function g) and their uses in triggers.
+
+    `states`: the state symbols. `also_dynamic`: sympy function classes that make a
+    relation dynamic as well (the reference's delay(), whose value moves with time).
+    `symbol`: the symbol of the k-th use in a split trigger.
+    Per atom, `relations` keeps the relation that made it and `origins` where that
+    relation was found (the `origin` given to split_trigger/add_switches), so that
+    generated code can say what each watched function is."""
+
+    def __init__(self, states: set[sp.Symbol], also_dynamic: tuple[type, ...] = (),
+                 symbol: Callable[[int], sp.Symbol] = use_symbol):
         self.states = states
+        self.also_dynamic = tuple(also_dynamic)
+        self.symbol = symbol
         self.functions: list[sp.Expr] = []
+        self.relations: list[Relational] = []
+        self.origins: list[str] = []
         self._index: dict[sp.Expr, int] = {}
         self.uses: list[AtomUse] = []
         self._use_index: dict[AtomUse, int] = {}
         self.in_trigger: set[int] = set()
 
     def is_dynamic(self, e: sp.Basic) -> bool:
-        return bool(e.has(TIME) or e.has(Delay) or e.has(DelayCall)
+        return bool(e.has(TIME) or (self.also_dynamic and e.has(*self.also_dynamic))
                     or (e.free_symbols & self.states))
 
-    def atom(self, g: sp.Expr) -> int:
+    def atom(self, g: sp.Expr, relation: Relational | None = None, origin: str = "") -> int:
         if g not in self._index:
             self._index[g] = len(self.functions)
             self.functions.append(g)
+            self.relations.append(relation)
+            self.origins.append(origin)
         return self._index[g]
 
-    def split_trigger(self, trigger: sp.Basic) -> sp.Basic:
-        """The trigger with each dynamic relation replaced by a symbol b_k (k: use)."""
-        if isinstance(trigger, Relational) and type(trigger) in _REL_CODE:
+    def split_trigger(self, trigger: sp.Basic, origin: str = "") -> sp.Basic:
+        """The trigger with each dynamic relation replaced by the symbol of its use."""
+        if isinstance(trigger, Relational) and type(trigger) in REL_CODE:
             if not self.is_dynamic(trigger):
                 return trigger
             lhs, rhs = trigger.args
-            i = self.atom(lhs - rhs)
+            i = self.atom(lhs - rhs, trigger, origin)
             self.in_trigger.add(i)
-            self.add_switches(lhs)
-            self.add_switches(rhs)
-            use = AtomUse(i, _REL_CODE[type(trigger)])
+            self.add_switches(lhs, origin)
+            self.add_switches(rhs, origin)
+            use = AtomUse(i, REL_CODE[type(trigger)])
             if use not in self._use_index:
                 self._use_index[use] = len(self.uses)
                 self.uses.append(use)
-            return sp.Symbol(f"b_{self._use_index[use]}")
+            return self.symbol(self._use_index[use])
         if isinstance(trigger, BooleanFunction):
-            return trigger.func(*[self.split_trigger(a) for a in trigger.args])
+            return trigger.func(*[self.split_trigger(a, origin) for a in trigger.args])
         if isinstance(trigger, BooleanAtom):
             return trigger
         # anything else is evaluated as it stands (its switches are still watched)
-        self.add_switches(trigger)
+        self.add_switches(trigger, origin)
         return trigger
 
-    def add_switches(self, e: sp.Basic) -> None:
+    def add_switches(self, e: sp.Basic, origin: str = "") -> None:
         """Watch every dynamic relation inside `e` (piecewise conditions)."""
         if not isinstance(e, sp.Basic):
             return
         for r in e.atoms(Relational):
-            if type(r) in _REL_CODE and self.is_dynamic(r):
+            if type(r) in REL_CODE and self.is_dynamic(r):
                 lhs, rhs = r.args
-                self.atom(lhs - rhs)
+                self.atom(lhs - rhs, r, origin)

@@ -8,8 +8,6 @@
   integration per GPU thread.
 #}
 /* ---- DOPRI5, adaptive ------------------------------------------------------------ */
-#define ODE_ADAPTIVE 1
-#define ODE_METHOD_STAGES 6
 #define ODE_ORDER 5
 
 typedef struct {
@@ -64,7 +62,7 @@ typedef struct {
 #define DP_FACC1 ODE_R(5.0)  /* 1 / fac1, fac1 = 0.2: at most 5x smaller */
 #define DP_FACC2 ODE_R(0.1)  /* 1 / fac2, fac2 = 10: at most 10x larger */
 
-{% include "sbmlgpu.plugins.ode:adaptive.cuh" %}
+{% include "sbmlgpu.ode:adaptive.cuh" %}
 
 SBMLGPU_HD void ode_restart(ode_stepper* S, real_t t, const real_t* p)
 {

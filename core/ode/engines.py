@@ -1,15 +1,20 @@
-"""Where a batch of members runs: the GPU (PyCUDA runtime) or the host (native library).
+"""Where a batch of members of an ODE kernel with the trajectory sink runs: the GPU
+(PyCUDA runtime) or the host (the same kernel built as a shared library).
 
 Both take the same inputs (a column-major parameter table of the batch, the output
 times, the launch settings) and give the same `BatchOutput`: per-member status and
 step counts, and either the time courses (members, times, outputs) or, for
 `--summary`, the batch's statistics (summary.BatchStats), computed where the data
-are (on the GPU by kernels/summary.cu) so that time courses never cross the bus.
+are (on the GPU by templates/summary.cu) so that time courses never cross the bus.
 
-The kernels write (times, outputs, members), coalesced; the GPU engine turns that
-into (members, times, outputs) on the device (sbmlgpu.runtime.layout) and copies it
-straight into the caller's `destination` where one is given, so that no pass over
-the time courses on the host remains.
+The kernels write (times, outputs, members), coalesced (sinks.TrajectorySink); the
+GPU engine turns that into (members, times, outputs) on the device
+(sbmlgpu.runtime.layout) and copies it straight into the caller's `destination`
+where one is given, so that no pass over the time courses on the host remains.
+
+The launch arguments are those of templates/entry.cuh with the trajectory sink.
+HostEngine is given the loaded host library by the backend (its host build and
+ctypes signature live with the backend's CPU path).
 """
 
 from __future__ import annotations
@@ -19,12 +24,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sbmlgpu.codegen.templates import render
-from sbmlgpu.profile import phase
-from sbmlgpu.runtime.layout import member_major
-
-from .codegen import PACKAGE, KernelSource
+from ..codegen.templates import render
+from ..profile import phase
+from ..runtime.layout import member_major
+from .codegen import KernelSource
 from .summary import BatchStats, host_batch_stats
+
+PACKAGE = "sbmlgpu.ode"
 
 STATUS_BYTES = 1
 STEPS_BYTES = 4
@@ -189,15 +195,16 @@ class GpuEngine:
 
 
 class HostEngine:
-    """The same kernel compiled for the host (native.py), OpenMP over members."""
+    """The same kernel compiled for the host, OpenMP over members. `kernel`: the loaded
+    library of `source`; `kernel.run(table, times, n_outputs, settings, members,
+    first_member)` returns (out (times, outputs, n), status, steps) and
+    `kernel.dtype` is its real type."""
 
     name = "native"
 
-    def __init__(self, source: KernelSource):
-        from .native import host_kernel
-
+    def __init__(self, source: KernelSource, kernel):
         self.source = source
-        self.kernel = host_kernel(source)
+        self.kernel = kernel
         self.dtype = self.kernel.dtype
 
     def run(self, device, table: np.ndarray, times: np.ndarray, n_outputs: int,

@@ -15,8 +15,6 @@
    code size grow with the square of the size otherwise) #}
 {% set UNROLL = "#pragma unroll" if lu_static else "" %}
 /* ---- RODAS4, adaptive, stiff ------------------------------------------------------ */
-#define ODE_ADAPTIVE 1
-#define ODE_METHOD_STAGES 6
 #define ODE_ORDER 4
 
 typedef struct {
@@ -74,7 +72,7 @@ typedef struct {
 #define RO_FAC1 ODE_R(5.0)        /* at most 5x smaller ... */
 #define RO_FAC2 ODE_R(1.0 / 6.0)  /* ... or 6x larger per step */
 
-{% include "sbmlgpu.plugins.ode:adaptive.cuh" %}
+{% include "sbmlgpu.ode:adaptive.cuh" %}
 
 /* ---- dense LU with partial pivoting (row-major ODE_NX x ODE_NX, in place) --------- */
 {% if lu_static %}
@@ -179,7 +177,7 @@ SBMLGPU_HD void ode_lu_solve(const real_t* A, const int* piv, real_t* b)
 }
 
 {% if sparse_lu %}
-/* ---- sparse LU (plugins/ode/sparse_lu.py): straight-line code over the {{ nnz }} stored
+/* ---- sparse LU (sbmlgpu.ode.sparse_lu): straight-line code over the {{ nnz }} stored
    entries of M (non-zeros of J, the diagonal, fill-in), pivot order fixed when the
    kernel was generated. d[k] holds the inverse of pivot k. */
 #define ODE_LU_SIZE {{ nnz }}
@@ -230,16 +228,16 @@ SBMLGPU_HD void ode_jacobian(real_t t, const real_t* x, const real_t* f, const r
         const real_t inv = ODE_R(1) / ((saved + delta) - saved);
         for (int i = 0; i < ODE_NX; ++i) A[i * ODE_NX + j] = (fy[i] - f[i]) * inv;
     }
-#if ODE_RHS_HAS_TIME
+{% if rhs_has_time %}
     {
         const real_t delta = root_u * ODE_MAX(ODE_R(1e-5), ODE_ABS(t));
         model_rhs(t + delta, x, p, fy);
         const real_t inv = ODE_R(1) / ((t + delta) - t);
         for (int i = 0; i < ODE_NX; ++i) ft[i] = (fy[i] - f[i]) * inv;
     }
-#else
+{% else %}
     for (int i = 0; i < ODE_NX; ++i) ft[i] = ODE_R(0);
-#endif
+{% endif %}
 {% else %}
     (void)f;
     model_jacobian(t, x, p, A, ft);

@@ -1,0 +1,170 @@
+"""From an OdeSystem to the expressions one ensemble kernel evaluates.
+
+The parameters are specialised (parameters.py: varied ones from the table, fixed
+ones as literals); initial values x0(p) stay expressions of the varied parameters,
+so initial assignments follow them.
+
+Events: a trigger is a boolean formula over relations `lhs REL rhs`. Each
+relation that can change between events (it depends on time or the state)
+becomes an *atom* g = lhs - rhs whose sign the integrator watches at every step;
+the trigger becomes a formula over the atoms' truth values (symbols `b@k`, one
+per (atom, relation) use). Relations inside the right-hand side (piecewise
+switches) are watched too, so that the integrator stops at a switch instead of
+stepping over it. atoms.py does the splitting for the CPU reference as well, so
+both locate the same crossings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import sympy as sp
+
+from ..errors import OptionError
+from ..ir import TIME
+from ..views.ode import OdeSystem
+from .atoms import AtomTable, AtomUse
+from .parameters import ParameterSpecialisation
+
+
+@dataclass(frozen=True)
+class EventSpec:
+    id: str
+    trigger: sp.Basic  # boolean in b@k symbols (atom uses), x, p, t
+    targets: tuple[int, ...]  # state indices
+    values: tuple[sp.Expr, ...]  # new values, in the order of targets
+    priority: sp.Expr | None
+    persistent: bool
+    initial_value: bool
+    values_at_trigger: bool
+    delay: sp.Expr | None = None  # evaluated at trigger time
+
+
+@dataclass
+class KernelModel:
+    """The expressions of one specialised kernel (all in x, varied p, t).
+
+    `varied`: SBML ids read from the parameter table, in column order.
+    `outputs`: output names written at each output time (sbmlgpu.outputs)."""
+
+    ode: OdeSystem
+    varied: tuple[str, ...]
+    outputs: tuple[str, ...]
+    fixed_values: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.parameters = ParameterSpecialisation(self.ode, self.varied, self.fixed_values)
+
+    # -- specialisation (parameters.py) ---------------------------------------------
+    @property
+    def p_symbols(self) -> tuple[sp.Symbol, ...]:
+        return self.parameters.p_symbols
+
+    @property
+    def literals(self) -> dict[sp.Symbol, float]:
+        return self.parameters.literals
+
+    def specialise(self, e) -> sp.Basic:
+        return self.parameters.specialise(e)
+
+    def numeric(self, e) -> sp.Basic:
+        """`e` (specialised) with the literals substituted: for numeric evaluation."""
+        return self.parameters.numeric(e)
+
+    @property
+    def x(self) -> tuple[sp.Symbol, ...]:
+        return self.ode.x
+
+    @property
+    def n_states(self) -> int:
+        return self.ode.n_states
+
+    @cached_property
+    def rhs(self) -> tuple[sp.Expr, ...]:
+        return tuple(self.specialise(f) for f in self.ode.rhs)
+
+    @cached_property
+    def x0(self) -> tuple[sp.Expr, ...]:
+        return tuple(self.specialise(e) for e in self.ode.x0)
+
+    @cached_property
+    def output_exprs(self) -> tuple[sp.Expr, ...]:
+        # names as asked (S1, [S1], amount(S1)), checked by sbmlgpu.outputs at the edge
+        return tuple(self.specialise(self.ode.output_named(name)) for name in self.outputs)
+
+    @cached_property
+    def rhs_depends_on_time(self) -> bool:
+        return any(isinstance(f, sp.Basic) and f.has(TIME) for f in self.rhs)
+
+    # -- events -----------------------------------------------------------------
+    @cached_property
+    def _events_and_atoms(self) -> tuple[tuple[EventSpec, ...], AtomTable]:
+        atoms = AtomTable(set(self.ode.x))
+        events = []
+        for e in self.ode.events:
+            trigger = atoms.split_trigger(self.specialise(e.trigger), f"event {e.id}")
+            events.append(EventSpec(
+                id=e.id, trigger=trigger,
+                targets=tuple(i for i, _ in e.assignments),
+                values=tuple(self.specialise(v) for _, v in e.assignments),
+                priority=None if e.priority is None else self.specialise(e.priority),
+                persistent=bool(e.persistent), initial_value=bool(e.trigger_initial_value),
+                values_at_trigger=bool(e.use_values_from_trigger_time),
+                delay=None if e.delay is None else self.specialise(e.delay)))
+        for sid, f in zip(self.ode.state_ids, self.rhs):
+            atoms.add_switches(f, f"rate of {sid}")
+        for k, g in enumerate(list(atoms.functions)):  # a switch inside an atom is watched as well
+            atoms.add_switches(g, f"inside g[{k}]")
+        return tuple(events), atoms
+
+    @property
+    def events(self) -> tuple[EventSpec, ...]:
+        return self._events_and_atoms[0]
+
+    @property
+    def atoms(self) -> tuple[sp.Expr, ...]:
+        return tuple(self._events_and_atoms[1].functions)
+
+    @property
+    def atom_table(self) -> AtomTable:
+        """The atoms with the relation and the place (event, rate) each comes from."""
+        return self._events_and_atoms[1]
+
+    @property
+    def uses(self) -> tuple[AtomUse, ...]:
+        return tuple(self._events_and_atoms[1].uses)
+
+    @property
+    def watches_crossings(self) -> bool:
+        return bool(self.atoms)
+
+    # -- Jacobian ---------------------------------------------------------------
+    @cached_property
+    def jacobian(self) -> sp.Matrix | None:
+        """df/dx analytic, or None where sympy leaves a derivative unevaluated
+        (floor, ceiling, a function it cannot differentiate)."""
+        if not self.n_states:
+            return sp.zeros(0, 0)
+        jac = sp.Matrix(self.rhs).jacobian(sp.Matrix(self.x))
+        if any(isinstance(e, sp.Basic) and e.has(sp.Derivative, sp.Subs) for e in jac):
+            return None
+        return jac.applyfunc(_drop_dirac)
+
+    @cached_property
+    def dfdt(self) -> tuple[sp.Expr, ...] | None:
+        """df/dt (explicit time dependence), None where it cannot be written."""
+        if not self.rhs_depends_on_time:
+            return tuple(sp.Integer(0) for _ in self.rhs)
+        out = tuple(sp.diff(f, TIME) for f in self.rhs)
+        if any(isinstance(e, sp.Basic) and e.has(sp.Derivative, sp.Subs) for e in out):
+            return None
+        return tuple(_drop_dirac(e) for e in out)
+
+
+def _drop_dirac(e: sp.Basic) -> sp.Basic:
+    """Derivatives of Heaviside/sign are DiracDelta: zero except at the switch, which
+    the integrator does not step across (switches are watched atoms)."""
+    if isinstance(e, sp.Basic) and e.has(sp.DiracDelta):
+        return e.replace(lambda a: isinstance(a, sp.DiracDelta), lambda a: sp.Integer(0))
+    return e

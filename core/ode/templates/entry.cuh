@@ -1,0 +1,74 @@
+{#
+  entry.cuh -- the entry points of an ODE ensemble kernel, for any output sink:
+  ode_member (one member: its varied parameters from the column-major table
+  p[j * n + i], so that neighbouring threads read neighbouring addresses; the
+  integration; its status and step count), the CUDA kernel
+  `<sink.entry>_<method>` (one thread per member) and, with -DSBMLGPU_HOST_ENTRY,
+  the C function `<sink.entry>_host` that runs every member on the host (OpenMP
+  threads when the compiler has -fopenmp). Both take the same arguments in the same
+  order: n, table, times, n_times, the sink's arguments (`sink.params`), status,
+  steps, the settings, members (launch index -> member number, or null) and
+  first_member. `member` numbers the random stream of event tie-breaks.
+  Context: `sink` (sbmlgpu.ode.sinks), method, np, block_size, varied.
+#}
+/* ---- entry points ---------------------------------------------------------------- */
+SBMLGPU_HD void ode_member(long long i, long long n, const real_t* __restrict__ table,
+                           const real_t* __restrict__ times, int n_times, const ode_sink sink,
+                           signed char* __restrict__ status, int* __restrict__ steps,
+                           const ode_config cfg, unsigned long long member)
+{
+    real_t p[ODE_NP];
+{% for j in range(np) %}
+    p[{{ j }}] = table[{{ j }}LL * n + i]; /* {{ varied[j] }} */
+{% endfor %}
+{% if not np %}
+    p[0] = ODE_R(0); (void)table; (void)n;
+{% endif %}
+    int taken = 0;
+    status[i] = (signed char)ode_solve(p, times, n_times, sink, cfg, &taken, member);
+    steps[i] = taken;
+}
+
+#ifdef __CUDACC__
+extern "C" __global__ void __launch_bounds__({{ block_size }})
+{{ sink.entry }}_{{ method }}(long long n, const real_t* __restrict__ table,
+                         const real_t* __restrict__ times, int n_times,
+                         {{ sink.params }}, signed char* __restrict__ status,
+                         int* __restrict__ steps, real_t rtol, real_t atol, real_t h0,
+                         real_t max_step, real_t dt, long long max_steps,
+                         unsigned long long seed,
+                         const unsigned long long* __restrict__ members,
+                         unsigned long long first_member)
+{
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const ode_config cfg = ode_make_config(rtol, atol, h0, max_step, dt, max_steps, seed);
+    unsigned long long member = members ? members[i] : first_member + (unsigned long long)i;
+    ode_member(i, n, table, times, n_times, {{ sink.make }}, status, steps, cfg, member);
+}
+#endif
+
+#ifdef SBMLGPU_HOST_ENTRY
+/* The same integration on the host, member after member. Returns 0. */
+extern "C" int {{ sink.entry }}_host(long long n, const real_t* table, const real_t* times,
+                                int n_times, {{ sink.params | replace(" __restrict__", "") }},
+                                signed char* status, int* steps,
+                                real_t rtol, real_t atol, real_t h0, real_t max_step,
+                                real_t dt, long long max_steps, unsigned long long seed,
+                                const unsigned long long* members,
+                                unsigned long long first_member)
+{
+    const ode_config cfg = ode_make_config(rtol, atol, h0, max_step, dt, max_steps, seed);
+#ifdef _OPENMP
+#pragma omp parallel for schedule(dynamic, 16)
+#endif
+    for (long long i = 0; i < n; ++i) {
+        unsigned long long member = members ? members[i] : first_member + (unsigned long long)i;
+        ode_member(i, n, table, times, n_times, {{ sink.make }}, status, steps, cfg, member);
+    }
+    return 0;
+}
+
+extern "C" int {{ sink.entry }}_host_real_size(void) { return (int)sizeof(real_t); }
+extern "C" int {{ sink.entry }}_host_config_size(void) { return (int)sizeof(ode_config); }
+#endif
