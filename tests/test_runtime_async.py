@@ -13,6 +13,7 @@ import types
 import numpy as np
 import pytest
 
+from sbmlgpu.codegen.compile_check import nvcc_available, nvcc_compile
 from sbmlgpu.errors import DeviceError
 from sbmlgpu.profile import Profiler
 from sbmlgpu.runtime import cupy_interop, download_staged, mapped_array
@@ -526,3 +527,12 @@ def test_missing_cupy_is_a_device_error(driver, monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", None)
     with pytest.raises(DeviceError, match="CuPy is not installed"):
         cupy_interop.as_cupy(driver.devices()[0].alloc(8), 1, np.float64)
+
+
+@pytest.mark.skipif(not nvcc_available(), reason="nvcc not installed")
+def test_the_gpu_tests_kernels_compile():
+    from .test_runtime_async_gpu import SOURCE
+
+    cubin = nvcc_compile(SOURCE, arch="sm_90", name="runtime_async_test")
+    for name in (b"sbmlgpu_spin", b"sbmlgpu_poll_signal", b"sbmlgpu_count_blocks"):
+        assert name in cubin

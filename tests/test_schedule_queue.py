@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from sbmlgpu.codegen.compile_check import nvcc_available, nvcc_compile
 from sbmlgpu.errors import DeviceError, OptionError, SimulationError
 from sbmlgpu.profile import Profiler
 from sbmlgpu.runtime.base import OutOfDeviceMemory
@@ -263,3 +264,10 @@ def test_growing_queue_take_waits_only_while_items_are_held():
     closed = GrowingQueue(["x"])
     closed.close()
     assert closed.take(1) is None
+
+
+@pytest.mark.skipif(not nvcc_available(), reason="nvcc not installed")
+def test_the_gpu_tests_kernel_compiles():
+    from .test_schedule_gpu import WIDTHS_SOURCE
+
+    assert b"sbmlgpu_widths" in nvcc_compile(WIDTHS_SOURCE, arch="sm_90", name="widths")
