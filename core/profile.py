@@ -279,10 +279,13 @@ class Profiler:
         name, attributes), `timing` (LaunchTiming), `device` (Device).
 
         start_s: host time of the launch (`profiler.clock()` before it); by default
-        the end of the launch minus its duration, since `Kernel.launch` returns only
-        after the end event."""
+        when the kernel started by its events (`timing.started_at`, known for
+        asynchronous launches), else the end of the launch minus its duration, since
+        `Kernel.launch` returns only after the end event."""
         self.register_device(device)
         attributes = kernel.attributes
+        if start_s is None and getattr(timing, "started_at", None) is not None:
+            start_s = max(timing.started_at - self._origin, 0.0)
         if start_s is None:
             start_s = max(self.clock() - timing.ms / 1e3, 0.0)
         return self.record(LaunchRecord(
@@ -293,6 +296,13 @@ class Profiler:
             dynamic_shared_bytes=int(timing.dynamic_shared_bytes),
             local_bytes=int(attributes.local_bytes), ms=float(timing.ms), flops=float(flops),
             bytes=float(bytes), precision=precision, start_s=float(start_s), meta=meta))
+
+    def record_pending(self, kernel, pending, device, **kwargs) -> None:
+        """Record an asynchronous launch (`kernel.launch_async`'s handle) once its
+        time is read, i.e. when its stream is synchronised: nothing waits here.
+        Keyword arguments as for `record_launch`; observers then run on the thread
+        that synchronises."""
+        pending.on_done(lambda timing: self.record_launch(kernel, timing, device, **kwargs))
 
     def add_span(self, name: str, start_s: float, end_s: float, *, category: str = "host",
                  device=None, **meta) -> Span:

@@ -87,3 +87,53 @@ def test_mpi_run_with_two_ranks(devices, tmp_path, mode):
     if mode == "static":  # each rank gets its block; in dynamic mode a rank that
         # starts late may find the queue already drained, which is the point of it
         assert all(n > 0 for n in report["batches_by_rank"]), report
+
+
+#: the run_queue test's kernel (new CUDA text: compiled on the CPU by test_schedule_queue.py)
+WIDTHS_SOURCE = r"""
+/* width[i] = hi - lo of interval i, given as (lo, hi) pairs */
+extern "C" __global__ void sbmlgpu_widths(int n, const double* bounds, double* width)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) width[i] = bounds[2 * i + 1] - bounds[2 * i];
+}
+"""
+
+
+def bisect_on_gpu(device, intervals, eps=1 / 64):
+    """A branch-and-bound step on the GPU: the widths come from a kernel on a stream,
+    back through pinned staging; wider than eps -> split in two."""
+    from sbmlgpu.runtime import download_staged
+
+    kernel = device.compile(WIDTHS_SOURCE, name="widths").function("sbmlgpu_widths")
+    n = len(intervals)
+    stream = device.stream()
+    bounds = device.alloc(16 * n)
+    width = device.alloc(8 * n)
+    stream.upload(bounds, np.asarray(intervals, dtype=np.float64))
+    kernel.launch_async(((n + 127) // 128,), (128,), [np.int32(n), bounds, width],
+                        stream=stream)
+    widths = download_staged(device, width, np.empty(n), stream=stream)
+    children = [[(lo, (lo + hi) / 2), ((lo + hi) / 2, hi)] if w > eps else []
+                for (lo, hi), w in zip(intervals, widths)]
+    return list(widths), children
+
+
+def test_run_queue_on_every_gpu_matches_the_host(devices):
+    starts = [(float(i), float(i) + 1.0) for i in range(8)]
+    on_gpus = Scheduler(devices=devices, max_batch_items=64, progress=False).run_queue(
+        bisect_on_gpu, starts, ordered=True)
+    assert len(on_gpus) == 8 * 127
+    for done in on_gpus:
+        lo, hi = done.item
+        assert done.result == hi - lo
+
+    def bisect_on_host(device, intervals):
+        assert device is None
+        widths = [hi - lo for lo, hi in intervals]
+        return widths, [[(lo, (lo + hi) / 2), ((lo + hi) / 2, hi)] if w > 1 / 64 else []
+                        for (lo, hi), w in zip(intervals, widths)]
+
+    on_host = Scheduler(progress=False).run_queue(bisect_on_host, starts, ordered=True)
+    assert [(d.id, d.item, d.result) for d in on_gpus] == \
+        [(d.id, d.item, d.result) for d in on_host]

@@ -97,3 +97,12 @@ def _probe() -> tuple[Driver | None, str | None]:
     except DeviceError as e:
         return None, str(e)
     return driver, None
+
+
+# --- asynchronous work, pinned and mapped host memory, CuPy (issue 9, point 5) ---------
+from .base import MappedBuffer  # noqa: E402,F401 (re-exported)
+from .cupy_interop import as_cupy, cupy_stream, from_cupy  # noqa: E402,F401
+from .mapped import mapped_array  # noqa: E402,F401
+from .pinned import PinnedPool  # noqa: E402,F401
+from .streams import Event, PendingLaunch, SerialStream, Stream  # noqa: E402,F401
+from .transfer import download_staged  # noqa: E402,F401

@@ -9,6 +9,14 @@ method that touches the device activates it itself.
 CUDA errors become typed errors: out of memory -> OutOfDeviceMemory (the
 scheduler retries with smaller batches), anything else -> DeviceError naming
 the device, the kernel and the launch shape.
+
+Streams and events are in pycuda_streams.py. Pinned staging buffers are
+page-locked with pagelocked_empty (PORTABLE: pinned for every context); mapped
+memory is pagelocked with DEVICEMAP, and its device address comes from
+get_device_pointer(), or is the host address itself where the driver does not give
+one: with unified addressing (every 64-bit process) all page-locked host memory is
+accessible from every device at its host address (CUDA driver API, "Unified
+Addressing").
 """
 
 from __future__ import annotations
@@ -28,10 +36,13 @@ from .base import (
     Kernel,
     KernelAttributes,
     LaunchTiming,
+    MappedBuffer,
     Module,
     OutOfDeviceMemory,
 )
 from .cache import default_cache
+from .pycuda_streams import PyCudaEvent, PyCudaStream
+from .streams import PendingLaunch
 
 #: Dynamic shared memory a kernel gets without opting in (all GPUs since sm_20).
 _DEFAULT_DYNAMIC_SHARED = 48 * 1024
@@ -110,6 +121,22 @@ class PyCudaBuffer(Buffer):
             self.allocation = None
 
 
+class PyCudaMappedBuffer(MappedBuffer):
+    """Page-locked host memory mapped into `device` (see base.MappedBuffer)."""
+
+    def __init__(self, device: "PyCudaDevice", host: np.ndarray, ptr: int):
+        self.device, self.host, self.nbytes = device, host, host.nbytes
+        self._ptr = ptr
+
+    def free(self) -> None:
+        """Unpin and free now (no array taken from `host` may be used afterwards)."""
+        if self._ptr is not None:
+            self._ptr = None
+            allocation, self.host = self.host.base, None
+            with self.device.activate():
+                allocation.free()
+
+
 class PyCudaKernel(Kernel):
     def __init__(self, device: "PyCudaDevice", module: "PyCudaModule", function, name: str):
         self.device, self.module, self.name = device, module, name
@@ -128,6 +155,37 @@ class PyCudaKernel(Kernel):
     def launch(self, grid: Sequence[int], block: Sequence[int], args: Sequence[Any],
                shared_bytes: int = 0, stream: Any = None) -> LaunchTiming:
         cuda = self.device.cuda
+        if isinstance(stream, PyCudaStream):
+            stream = self._own(stream).raw
+        start, end, grid3, block3, where = self._enqueue(grid, block, args, shared_bytes,
+                                                         stream)
+        with self.device.activate():
+            try:
+                end.synchronize()
+            except cuda.Error as e:
+                raise DeviceError(f"{where}: failed while running: {e}") from None
+            ms = end.time_since(start)
+        return LaunchTiming(ms=float(ms), grid=grid3, block=block3,
+                            dynamic_shared_bytes=int(shared_bytes))
+
+    def launch_async(self, grid: Sequence[int], block: Sequence[int], args: Sequence[Any],
+                     shared_bytes: int = 0, *, stream) -> PendingLaunch:
+        stream = self._own(stream)
+        start, end, grid3, block3, where = self._enqueue(grid, block, args, shared_bytes,
+                                                         stream.raw)
+        return stream.track(PendingLaunch(
+            where, grid3, block3, int(shared_bytes), stream, PyCudaEvent(self.device, start),
+            PyCudaEvent(self.device, end), args=list(args)))
+
+    def _own(self, stream) -> PyCudaStream:
+        if not isinstance(stream, PyCudaStream) or stream.device is not self.device:
+            raise DeviceError(f"kernel {self.name}: launch on a stream of {self.device} "
+                              f"(device.stream()), not on {stream!r}")
+        return stream
+
+    def _enqueue(self, grid, block, args, shared_bytes, raw_stream):
+        """Record the start event, launch, record the end event; nothing waits."""
+        cuda = self.device.cuda
         grid3, block3 = _dim3(grid, "grid", self.name), _dim3(block, "block", self.name)
         threads = block3[0] * block3[1] * block3[2]
         if threads > self.attributes.max_threads_per_block:
@@ -142,21 +200,15 @@ class PyCudaKernel(Kernel):
                 self._opt_in_shared(int(shared_bytes), where)
             start, end = cuda.Event(), cuda.Event()
             try:
-                start.record(stream)
+                start.record(raw_stream)
                 self._function(*values, grid=grid3, block=block3, shared=int(shared_bytes),
-                               stream=stream)
-                end.record(stream)
+                               stream=raw_stream)
+                end.record(raw_stream)
             except cuda.MemoryError as e:
                 raise OutOfDeviceMemory(f"{where}: out of memory at launch: {e}") from None
             except cuda.Error as e:
                 raise DeviceError(f"{where}: launch failed: {e}") from None
-            try:
-                end.synchronize()
-            except cuda.Error as e:
-                raise DeviceError(f"{where}: failed while running: {e}") from None
-            ms = end.time_since(start)
-        return LaunchTiming(ms=float(ms), grid=grid3, block=block3,
-                            dynamic_shared_bytes=int(shared_bytes))
+        return start, end, grid3, block3, where
 
     def _opt_in_shared(self, nbytes: int, where: str) -> None:
         cuda = self.device.cuda
@@ -174,8 +226,10 @@ class PyCudaKernel(Kernel):
         self._dynamic_shared_limit = nbytes
 
     def _argument(self, i: int, value):
-        if isinstance(value, PyCudaBuffer):
-            if value.device is not self.device:
+        # any buffer of this device with an address: allocations, mapped host memory,
+        # CuPy arrays wrapped by cupy_interop.from_cupy
+        if isinstance(value, Buffer) and hasattr(value, "ptr"):
+            if getattr(value, "device", None) is not self.device:
                 raise DeviceError(f"kernel {self.name}: argument {i} lives on {value.device}, "
                                   f"not on {self.device}")
             return np.uintp(value.ptr)
@@ -301,6 +355,53 @@ class PyCudaDevice(Device):
     def synchronize(self) -> None:
         with self.activate():
             self._guard(self.cuda.Context.synchronize, "synchronize")
+
+    def stream(self) -> PyCudaStream:
+        return PyCudaStream(self)
+
+    def allocate_pinned(self, nbytes: int) -> np.ndarray:
+        flags = self.cuda.host_alloc_flags.PORTABLE
+        with self.activate():
+            return self._host_guard(
+                lambda: self.cuda.pagelocked_empty((int(nbytes),), np.uint8, mem_flags=flags),
+                nbytes)
+
+    def map_host(self, shape, dtype) -> MappedBuffer:
+        cuda = self.cuda
+        shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(v) for v in shape)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+        if not shape or nbytes <= 0:
+            raise DeviceError(f"{self}: mapped memory of shape {shape} and {np.dtype(dtype)} "
+                              "holds nothing; ask for at least one element")
+        flags = cuda.host_alloc_flags.DEVICEMAP | cuda.host_alloc_flags.PORTABLE
+        with self.activate():
+            host = self._host_guard(
+                lambda: cuda.pagelocked_zeros(shape, dtype, mem_flags=flags), nbytes)
+            try:
+                ptr = int(host.base.get_device_pointer())
+            except cuda.Error as e:
+                if not self._unified_addressing():
+                    raise DeviceError(f"{self}: cannot map host memory into the device: "
+                                      f"{e}") from None
+                ptr = int(host.ctypes.data)  # see the module docstring
+        return PyCudaMappedBuffer(self, host, ptr)
+
+    def context_handle(self) -> int:
+        return int(self._primary_context().handle)
+
+    def _unified_addressing(self) -> bool:
+        which = getattr(self.cuda.device_attribute, "UNIFIED_ADDRESSING", None)
+        try:
+            return which is not None and bool(self._device.get_attribute(which))
+        except self.cuda.Error:
+            return False
+
+    def _host_guard(self, call, nbytes: int):
+        try:
+            return call()
+        except self.cuda.Error as e:
+            raise DeviceError(f"{self}: cannot page-lock {nbytes} bytes of host memory: "
+                              f"{e}") from None
 
     def _guard(self, call, what: str):
         try:

@@ -4,8 +4,9 @@
 
 Modules: batching (memory arithmetic), worker (one device's loop, OOM halving),
 dispatch (threads over local GPUs), mpi (ranks), combine (results in item order),
-bundling and predict (cost-sorted item order), progress (tqdm), scheduler (the
-`Scheduler` that backends receive).
+growing (a queue that grows while it runs: branch and bound), bundling and predict
+(cost-sorted item order), progress (tqdm), scheduler (the `Scheduler` that backends
+receive: map_batches and run_queue).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from .batching import DEFAULT_SAFETY, Batch, items_that_fit, plan_batches
 from .bundling import WARP, Permutation, bundle, lane_efficiency
 from .combine import combine_in_order
+from .growing import Finished, GrowingQueue, ItemId, QueueBatchRecord
 from .mpi import MpiWorld, mpi_world, static_block
 from .predict import CostPredictor, pilot_indices
 from .progress import Progress
@@ -23,5 +25,6 @@ __all__ = [
     "Scheduler", "Batch", "BatchRecord", "WorkQueue", "plan_batches", "items_that_fit",
     "DEFAULT_SAFETY", "Permutation", "bundle", "lane_efficiency", "WARP",
     "CostPredictor", "pilot_indices", "Progress", "MpiWorld", "mpi_world",
-    "static_block", "combine_in_order",
+    "static_block", "combine_in_order", "Finished", "GrowingQueue", "ItemId",
+    "QueueBatchRecord",
 ]

@@ -38,6 +38,7 @@ def annotate(exc: BaseException, worker: DeviceWorker) -> BaseException:
 
 def run_workers(workers: Sequence[DeviceWorker], queue: WorkQueue) -> None:
     """Run every worker on `queue` until it is empty; re-raise the first failure.
+    (`queue`: a WorkQueue of item ranges, or growing.GrowingQueue.)
 
     One worker runs on the calling thread (no thread needed, and tracebacks stay
     simple). With several, a failure closes the queue and sets the shared stop

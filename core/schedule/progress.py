@@ -42,6 +42,20 @@ class Progress:
                 except Exception:  # noqa: BLE001 - see the module docstring
                     self._bar = None
 
+    def grow(self, items: int, queued: int | None = None) -> None:
+        """For work that grows while it runs (run_queue): `items` more to do, and
+        `queued` waiting now, shown beside the count. Shown at the next `advance`,
+        so that the bar still appears only after its delay."""
+        with self._lock:
+            self.total += items
+            if self._bar is not None:
+                try:
+                    self._bar.total = self.total
+                    if queued is not None:
+                        self._bar.set_postfix_str(f"{queued} queued", refresh=False)
+                except Exception:  # noqa: BLE001 - see the module docstring
+                    self._bar = None
+
     def close(self) -> None:
         with self._lock:
             if self._bar is not None:

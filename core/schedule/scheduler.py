@@ -1,21 +1,25 @@
 """The Scheduler every backend gets in `Program.run(request, scheduler, profiler)`.
 
-It answers one question for a backend: "run `work(device, start, stop)` over
+It answers two questions for a backend: "run `work(device, start, stop)` over
 items 0..n-1, in launches that fit, on every device I may use, and give me the
-results in item order". Memory sizing and the out-of-memory retry are in
+results in item order" (`map_batches`), and "run `work(device, items)` over these
+items and over every item the work creates, until none is left" (`run_queue`, for
+branch and bound; growing.py). Memory sizing and the out-of-memory retry are in
 `worker.py`, the threads per GPU in `dispatch.py`, MPI ranks in `mpi.py`.
 
     scheduler = Scheduler(devices=driver.devices())
     y = scheduler.map_batches(work, n_items=len(params), bytes_per_item=8 * n_out * n_t)
+    boxes = scheduler.run_queue(check_and_split, [initial_box], bytes_per_item=...)
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
+import sys
 import threading
 import warnings
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 from ..errors import OptionError
 from ..runtime.base import Device
@@ -23,6 +27,8 @@ from .batching import (DEFAULT_SAFETY, Batch, check_bytes, check_count, check_sa
                        plan_batches)
 from .combine import Combine, check_combine, combine_in_order
 from .dispatch import run_workers
+from .growing import (Finished, GrowingQueue, QueueBatchRecord, QueueWork, QueueWorker,
+                      check_order)
 from .mpi import MODES, MpiWorld, mpi_world, run_on_ranks
 from .progress import DEFAULT_DELAY, Progress
 from .worker import (BatchRecord, DeviceWorker, WorkerSettings, WorkFunction, WorkQueue,
@@ -79,6 +85,8 @@ class Scheduler:
                           f"{len(self.devices)} GPU(s)", RuntimeWarning, stacklevel=2)
         #: the batches of the last map_batches on this process, in item order
         self.last_batches: list[BatchRecord] = []
+        #: the batches of the last run_queue, in the order they finished
+        self.last_queue_batches: list[QueueBatchRecord] = []
 
     # --- where this process stands -------------------------------------------------
     @property
@@ -149,11 +157,8 @@ class Scheduler:
             n_items, bytes_per_item, fixed_bytes, self.safety, self.max_batch_items,
             self.min_batch_items, align,
             self._balance_items(n_items, len(devices) * dynamic_ranks, align))
-        show = self.progress if progress is None else (progress and self.progress)
-
         def make_progress(total: int) -> Progress:
-            return Progress(total, enabled=show and total > 0, delay=self.progress_delay,
-                            desc=desc)
+            return self._progress(total, progress, desc)
 
         if distributed:
             worker = DeviceWorker(devices[0], work, settings, lambda r, x: None,
@@ -184,6 +189,68 @@ class Scheduler:
             finally:
                 self.last_batches = sorted(records, key=lambda r: r.start)
         return combine_in_order(pieces, n_items, combine)
+
+    def run_queue(self, work: QueueWork, items: Iterable[Any], *, bytes_per_item: float = 0,
+                  fixed_bytes: float = 0, order: str = "fifo", ordered: bool = False,
+                  limit: int | None = None, progress: bool | None = None,
+                  desc: str = "items") -> list[Finished]:
+        """Call `work(device, batch)` on batches of `items` and of every item the work
+        creates, until none is left (growing.py: the contract, ids and order).
+
+        Returns one `Finished(id, item, result)` per item worked on: in the order
+        they finished, or sorted by id with `ordered` (the same on every run).
+        bytes_per_item / fixed_bytes: device memory of one item / one launch, which
+            sizes the batches as in map_batches; out-of-memory halves them.
+        order: "fifo" (breadth first) or "lifo" (depth first) from the queue.
+        limit: a SimulationError once this many items have been queued in all (a
+            guard against work that never stops creating items).
+        A failure in `work` stops the other devices and is raised with its type and
+        device. Runs on this process's devices; not across MPI ranks."""
+        if self.world is not None and self.world.size > 1:
+            raise OptionError("mpi", "run_queue runs on the GPUs of one host; it does not "
+                              "spread work over MPI ranks yet (growing.py says how it would)")
+        check_bytes("bytes-per-item", bytes_per_item)
+        check_bytes("fixed-bytes", fixed_bytes)
+        check_order(order)
+        if limit is not None:
+            limit = check_count("limit", limit, 1)
+        items = list(items)
+        self.last_queue_batches = []
+        if not items:
+            return []
+        devices: tuple[Device | None, ...] = self.local_devices or (None,)
+        settings = WorkerSettings(sys.maxsize, bytes_per_item, fixed_bytes, self.safety,
+                                  self.max_batch_items, self.min_batch_items, 1, None)
+        queue = GrowingQueue(items, order=order, workers=len(devices), limit=limit)
+        finished: list[Finished] = []
+        records: list[QueueBatchRecord] = []
+        lock = threading.Lock()
+        with self._progress(len(items), progress, desc) as bar:
+            def on_batch(record: QueueBatchRecord, piece, results, entries) -> None:
+                queue.finish(len(piece), entries)
+                with lock:
+                    finished.extend(Finished(item_id, item, results[i])
+                                    for i, (item_id, item) in enumerate(piece))
+                    records.append(record)
+                bar.grow(len(entries), queue.queued)
+                bar.advance(len(piece))
+
+            stop = threading.Event()
+            workers = [QueueWorker(device, work, settings, on_batch, stop=stop,
+                                   profiler=self.profiler) for device in devices]
+            try:
+                run_workers(workers, queue)
+            finally:
+                self.last_queue_batches = records
+        if ordered:
+            finished.sort(key=lambda done: done.id)
+        return finished
+
+    def _progress(self, total: int, progress: bool | None, desc: str) -> Progress:
+        """The progress bar of one run: `progress` None follows the scheduler."""
+        show = self.progress if progress is None else (progress and self.progress)
+        return Progress(total, enabled=show and total > 0, delay=self.progress_delay,
+                        desc=desc)
 
     def batches_by_device(self) -> dict:
         """{(rank, device index): {"batches", "items", "seconds"}} for the last map."""

@@ -168,48 +168,68 @@ class DeviceWorker:
 
     def run_range(self, batch: Batch) -> None:
         """Run [start, stop) in pieces of at most `self.size`, halving it on OOM."""
-        position, failed = batch.start, []
-        while position < batch.stop:
-            size = min(self.size, batch.stop - position)
-            piece = Batch(position, position + size)
+        n_items = self.settings.n_items
+
+        def run_piece(offset: int, size: int):
+            piece = Batch(batch.start + offset, batch.start + offset + size)
+            with self._span(start=piece.start, stop=piece.stop):
+                result = self.work(self.device, piece.start, piece.stop)
+
+            def report(seconds: float, out_of_memory_sizes: tuple[int, ...]) -> None:
+                index, name = self.where()
+                self.on_batch(BatchRecord(index, name, self.rank, piece.start, piece.stop,
+                                          seconds, out_of_memory_sizes), result)
+            return report
+
+        self.run_in_pieces(batch.size, run_piece, lambda offset, size: (
+            f"items [{batch.start + offset}, {batch.start + offset + size}) of {n_items}"))
+
+    def run_in_pieces(self, count: int, run_piece: Callable[[int, int], Callable],
+                      describe: Callable[[int, int], str]) -> None:
+        """Run the `count` items of a taken batch in pieces of at most `self.size`,
+        halving it on out-of-memory. `run_piece(offset, size)` runs one piece and
+        returns `report(seconds, out_of_memory_sizes)`, called once it succeeded;
+        `describe(offset, size)` names the piece in the error when halving ends."""
+        position, failed = 0, []
+        while position < count:
+            size = min(self.size, count - position)
             started = time.perf_counter()
             out_of_memory = False
             try:
-                with self._span(piece):
-                    result = self.work(self.device, piece.start, piece.stop)
+                report = run_piece(position, size)
             except OutOfDeviceMemory as exc:
                 failed.append(size)
-                self.size = self._halve(size, failed, piece, exc)
+                self.size = self._halve(size, failed, describe(position, size), exc)
                 out_of_memory = True
             if out_of_memory:
                 # outside the except block, so that the failed try's frames (and the
                 # device buffers they hold) are no longer referenced by the traceback
                 gc.collect()
                 continue
-            record = BatchRecord(
-                None if self.device is None else self.device.index,
-                "host" if self.device is None else self.device.properties.name,
-                self.rank, piece.start, piece.stop, time.perf_counter() - started,
-                tuple(failed))
+            report(time.perf_counter() - started, tuple(failed))
             failed = []
-            self.on_batch(record, result)
-            position = piece.stop
+            position += size
 
-    def _halve(self, size: int, failed: list[int], piece: Batch,
+    def where(self) -> tuple[int | None, str]:
+        """(device index, device name) for records; (None, "host") on the host."""
+        if self.device is None:
+            return None, "host"
+        return self.device.index, self.device.properties.name
+
+    def _halve(self, size: int, failed: list[int], what: str,
                exc: OutOfDeviceMemory) -> int:
         s = self.settings
         if size <= s.min_items:
             tried = ", ".join(map(str, failed))
             raise DeviceError(
-                f"out of memory on {self.label} running items [{piece.start}, {piece.stop})"
-                f" of {s.n_items}: tried batch sizes {tried} and min-batch-items is "
-                f"{s.min_items}; the estimate was {s.fixed_bytes:.4g} fixed + "
-                f"{s.bytes_per_item:.4g} bytes per item with {self.free_bytes:.4g} bytes "
-                f"free at the start ({exc})") from exc
+                f"out of memory on {self.label} running {what}: tried batch sizes {tried} "
+                f"and min-batch-items is {s.min_items}; the estimate was "
+                f"{s.fixed_bytes:.4g} fixed + {s.bytes_per_item:.4g} bytes per item with "
+                f"{self.free_bytes:.4g} bytes free at the start ({exc})") from exc
         return max(align_down(size // 2, s.align), s.min_items, 1)
 
-    def _span(self, piece: Batch):
+    def _span(self, **meta):
         if self.profiler is None:
             return contextlib.nullcontext()
         return self.profiler.span("batch", category="schedule", device=self.device,
-                                  start=piece.start, stop=piece.stop, rank=self.rank)
+                                  rank=self.rank, **meta)

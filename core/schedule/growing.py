@@ -1,0 +1,195 @@
+"""Work that grows while it runs: branch and bound over a shared queue.
+
+Interval estimation (SIVIA) starts from one box of parameters; each box checked is
+feasible, infeasible, or split in two, and how many boxes there will be is known
+only at the end. `map_batches` needs the number of items up front, so this is the
+other shape of work a backend can hand the scheduler:
+
+    def work(device, boxes):                    # a batch taken from the queue
+        verdicts = check_on_gpu(device, boxes)
+        return verdicts, [halves(b) if v == UNDECIDED else [] for b, v in zip(boxes, verdicts)]
+
+    done = scheduler.run_queue(work, [initial_box], bytes_per_item=...)
+    for item in done: item.id, item.item, item.result
+
+`work(device, items)` returns `(results, new_items)`: `results[i]` is items[i]'s
+result and `new_items[i]` the items it creates (an iterable, empty for none;
+`new_items` None when no item creates any). Every device (one thread per local GPU,
+or the host) takes batches from one queue and pushes what it creates back; the run
+ends when the queue is empty and no worker holds items, since a worker that holds
+items may still create more (so an idle worker waits rather than stops).
+
+Ids say where an item came from: initial item i is (i,), and the k-th item created
+by item p is p + (k,). They do not depend on which device ran what or when, so
+sorting by id (`ordered=True`) gives the same order on every run and any number of
+devices: depth-first, each item before the items it created.
+
+MPI is not done here. It would extend the same way as `mpi.py` extends
+`map_batches`: rank 0 keeps the GrowingQueue and a helper thread answers the other
+ranks; a rank's request carries the items its last batch created (pickled) with the
+count it finished, and the reply is a batch, "none left" (queue empty and no rank
+holds items: stop), or "wait" (empty now, but some rank holds items: ask again
+after a poll), i.e. the termination rule above with ranks in place of threads.
+Results go to rank 0 with one gather at the end, and a failure on any rank closes
+the queue and is broadcast, as in map_batches.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Sequence
+
+from ..errors import OptionError, SimulationError
+from ..runtime.base import Device
+from .worker import DeviceWorker
+
+#: an item's place in the tree of items: (i,) for initial item i, p + (k,) for the
+#: k-th item that item p created
+ItemId = tuple[int, ...]
+#: work(device, items) -> (results, new_items); see the module docstring
+QueueWork = Callable[["Device | None", list], tuple[Sequence, "Sequence[Iterable] | None"]]
+#: fifo: breadth first (the frontier grows and batches fill the GPU);
+#: lifo: depth first (the queue stays small)
+ORDERS = ("fifo", "lifo")
+
+
+@dataclass(frozen=True)
+class Finished:
+    """One item that was worked on, with what it gave."""
+
+    id: ItemId
+    item: Any
+    result: Any
+
+
+@dataclass(frozen=True)
+class QueueBatchRecord:
+    """What ran where: one finished batch of queued items."""
+
+    device_index: int | None  # None: the host (no GPU)
+    device_name: str
+    rank: int
+    items: int
+    new_items: int
+    seconds: float
+    out_of_memory_sizes: tuple[int, ...] = ()  # sizes that failed on the way to this one
+
+
+class GrowingQueue:
+    """Thread-safe queue of (id, item) that workers take batches from and push new
+    items into. `take` waits while the queue is empty but a worker holds items."""
+
+    def __init__(self, items: Iterable[Any], *, order: str = "fifo", workers: int = 1,
+                 limit: int | None = None):
+        self._entries: deque = deque(((i,), item) for i, item in enumerate(items))
+        self._lifo = order == "lifo"
+        self._workers = max(int(workers), 1)
+        self._limit = limit
+        self._cond = threading.Condition()
+        self._closed = False
+        self.in_flight = 0  # items taken and not finished
+        self.done = 0
+        self.created = len(self._entries)  # every item ever queued
+
+    @property
+    def queued(self) -> int:
+        with self._cond:
+            return len(self._entries)
+
+    def take(self, max_items: int) -> list[tuple[ItemId, Any]] | None:
+        """Up to `max_items` entries (fewer with several workers, so that each gets a
+        share of a short queue); None when all work is done or the queue is closed."""
+        with self._cond:
+            while not self._closed:
+                if self._entries:
+                    count = min(max(max_items, 1), len(self._entries))
+                    if self._workers > 1:
+                        count = min(count, math.ceil(len(self._entries) / self._workers))
+                    pop = self._entries.pop if self._lifo else self._entries.popleft
+                    batch = [pop() for _ in range(count)]
+                    self.in_flight += count
+                    return batch
+                if self.in_flight == 0:
+                    return None
+                self._cond.wait()
+            return None
+
+    def finish(self, count: int, new_entries: list[tuple[ItemId, Any]]) -> None:
+        """`count` taken items are done and created `new_entries`."""
+        with self._cond:
+            self.in_flight -= count
+            self.done += count
+            self.created += len(new_entries)
+            if self._limit is not None and self.created > self._limit:
+                self._closed = True
+                self._cond.notify_all()
+                raise SimulationError(
+                    f"the work queue grew past its limit of {self._limit} items "
+                    f"({self.done} done, {len(self._entries) + len(new_entries)} queued): "
+                    "the work keeps creating items; raise the limit or stop splitting "
+                    "sooner (e.g. a larger epsilon)")
+            self._entries.extend(new_entries)
+            self._cond.notify_all()
+
+    def close(self) -> None:
+        """Hand out nothing more and wake every waiting worker (a worker failed)."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+
+def check_order(order: str) -> str:
+    if order not in ORDERS:
+        raise OptionError("order", f"{order!r} is not one of: {', '.join(ORDERS)}")
+    return order
+
+
+def new_entries(piece: list[tuple[ItemId, Any]], results, new_items) -> list:
+    """The (id, item) entries that the items of `piece` created, checked against
+    what `work` must return (a wrong length is a bug in the work function)."""
+    try:
+        n_results = len(results)
+    except TypeError:
+        raise ValueError(f"work returned {type(results).__name__} as the results of "
+                         f"{len(piece)} items; return one result per item") from None
+    if n_results != len(piece):
+        raise ValueError(f"work returned {n_results} results for a batch of {len(piece)} "
+                         "items; return one result per item, in order")
+    if new_items is None:
+        return []
+    if len(new_items) != len(piece):
+        raise ValueError(f"work returned new items for {len(new_items)} items of a batch of "
+                         f"{len(piece)}; give one iterable (maybe empty) per item, in order")
+    return [(parent + (k,), child) for (parent, _), children in zip(piece, new_items)
+            for k, child in enumerate(children)]
+
+
+class QueueWorker(DeviceWorker):
+    """A DeviceWorker whose batches are lists of queued items instead of ranges;
+    the memory sizing and out-of-memory halving are DeviceWorker's.
+
+    `on_batch(record, piece, results, entries)` reports each finished piece."""
+
+    def run_range(self, batch: list[tuple[ItemId, Any]]) -> None:
+        def run_piece(offset: int, size: int):
+            piece = batch[offset:offset + size]
+            with self._span(items=size, first=str(piece[0][0])):
+                returned = self.work(self.device, [item for _, item in piece])
+            if not (isinstance(returned, tuple) and len(returned) == 2):
+                raise ValueError(f"work returned a {type(returned).__name__}; return the "
+                                 "pair (results, new_items)")
+            results, new_items = returned
+            entries = new_entries(piece, results, new_items)
+
+            def report(seconds: float, out_of_memory_sizes: tuple[int, ...]) -> None:
+                index, name = self.where()
+                self.on_batch(QueueBatchRecord(index, name, self.rank, size, len(entries),
+                                               seconds, out_of_memory_sizes),
+                              piece, results, entries)
+            return report
+
+        self.run_in_pieces(len(batch), run_piece,
+                           lambda offset, size: f"a batch of {size} queued items")

@@ -1,0 +1,273 @@
+"""run_queue on fake devices (no GPU): work that creates work (bisection, as branch
+and bound does), termination while other devices hold items, ids and deterministic
+order, progress over a growing total, errors, out-of-memory halving and limits."""
+
+from __future__ import annotations
+
+import random
+import re
+import threading
+import time
+
+import pytest
+
+from sbmlgpu.codegen.compile_check import nvcc_available, nvcc_compile
+from sbmlgpu.errors import DeviceError, OptionError, SimulationError
+from sbmlgpu.profile import Profiler
+from sbmlgpu.runtime.base import OutOfDeviceMemory
+from sbmlgpu.schedule import GrowingQueue, Scheduler
+
+from .test_schedule import FakeDevice, Terminal, _current
+
+EPS = 1 / 16
+
+
+def bisect(device, intervals):
+    """Split every interval wider than EPS in two; the result is its width."""
+    assert getattr(_current, "device", None) is device, "work ran without its device active"
+    widths = [hi - lo for lo, hi in intervals]
+    children = [[(lo, (lo + hi) / 2), ((lo + hi) / 2, hi)] if hi - lo > EPS else []
+                for lo, hi in intervals]
+    return widths, children
+
+
+def shaky(work, seed):
+    """`work`, sleeping a little at random, so that devices interleave differently."""
+    rng = random.Random(seed)
+    lock = threading.Lock()
+
+    def run(device, items):
+        with lock:
+            pause = rng.uniform(0, 0.003)
+        time.sleep(pause)
+        return work(device, items)
+    return run
+
+
+def tree_ids(root: tuple, depth: int) -> list[tuple]:
+    """Ids of a full binary tree below `root`, depth-first (each id before its children)."""
+    ids = [root]
+    if depth:
+        for k in range(2):
+            ids += tree_ids(root + (k,), depth - 1)
+    return ids
+
+
+# --- the contract ------------------------------------------------------------------------
+
+def test_every_created_item_is_worked_on_once_with_its_result():
+    scheduler = Scheduler([FakeDevice(0)], max_batch_items=5, progress=False)
+    done = scheduler.run_queue(bisect, [(0.0, 1.0), (2.0, 2.5)], ordered=True)
+    # [0, 1] splits down to width 1/16 (depth 4), [2, 2.5] to 1/16 (depth 3)
+    assert [d.id for d in done] == tree_ids((0,), 4) + tree_ids((1,), 3)
+    for d in done:
+        lo, hi = d.item
+        assert d.result == hi - lo  # each result comes with the item that produced it
+    by_id = {d.id: d.item for d in done}
+    assert by_id[(0, 1)] == (0.5, 1.0) and by_id[(1, 0, 1)] == (2.125, 2.25)
+    assert sum(r.items for r in scheduler.last_queue_batches) == len(done) == 31 + 15
+    assert sum(r.new_items for r in scheduler.last_queue_batches) == len(done) - 2
+    assert max(r.items for r in scheduler.last_queue_batches) <= 5
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_ordered_results_are_the_same_for_any_number_of_devices(seed):
+    runs = []
+    for devices in ([FakeDevice(0)], [FakeDevice(i) for i in range(3)]):
+        scheduler = Scheduler(devices, max_batch_items=3, progress=False)
+        done = scheduler.run_queue(shaky(bisect, seed), [(0.0, 1.0)], ordered=True)
+        runs.append([(d.id, d.item, d.result) for d in done])
+    assert runs[0] == runs[1] and len(runs[0]) == 31
+
+
+def test_idle_devices_wait_for_items_others_create_and_then_share_them():
+    devices = [FakeDevice(i) for i in range(3)]
+    scheduler = Scheduler(devices, max_batch_items=4, progress=False)
+    done = scheduler.run_queue(shaky(bisect, 3), [(0.0, 4.0)])  # one item to start
+    assert len(done) == 127
+    used = {r.device_index for r in scheduler.last_queue_batches}
+    assert used == {0, 1, 2}, "devices that found the queue empty at first must not quit"
+    # each device thread activated its own device
+    assert all(len(d.activating_threads) == 1 for d in devices)
+
+
+def test_fifo_goes_breadth_first_and_lifo_depth_first():
+    scheduler = Scheduler([FakeDevice(0)], max_batch_items=1, progress=False)
+    fifo = [d.id for d in scheduler.run_queue(bisect, [(0.0, 0.25)])]
+    assert fifo == [(0,), (0, 0), (0, 1), (0, 0, 0), (0, 0, 1), (0, 1, 0), (0, 1, 1)]
+    lifo = [d.id for d in scheduler.run_queue(bisect, [(0.0, 0.25)], order="lifo")]
+    assert lifo == [(0,), (0, 1), (0, 1, 1), (0, 1, 0), (0, 0), (0, 0, 1), (0, 0, 0)]
+
+
+def test_items_that_create_nothing_and_an_empty_start():
+    scheduler = Scheduler(progress=False)  # the host path
+    seen = []
+
+    def work(device, items):
+        seen.append(device)
+        return [x * x for x in items], None
+
+    done = scheduler.run_queue(work, range(10))
+    assert sorted(d.result for d in done) == [x * x for x in range(10)]
+    assert set(seen) == {None} and scheduler.last_queue_batches[0].device_name == "host"
+    assert scheduler.run_queue(work, []) == [] and scheduler.last_queue_batches == []
+
+
+def test_batches_are_sized_by_device_memory():
+    scheduler = Scheduler([FakeDevice(0, free=10_000)], safety=0.5, progress=False)
+    scheduler.run_queue(bisect, [(0.0, 1.0)] * 8, bytes_per_item=400, fixed_bytes=1000)
+    sizes = [r.items for r in scheduler.last_queue_batches]
+    assert max(sizes) == (5000 - 1000) // 400 and sum(sizes) == 8 * 31
+
+
+def test_batches_become_spans_on_their_device_track():
+    profiler = Profiler()
+    scheduler = Scheduler([FakeDevice(0)], max_batch_items=8, progress=False, profiler=profiler)
+    scheduler.run_queue(bisect, [(0.0, 1.0)])
+    spans = [s for s in profiler.spans if s.name == "batch"]
+    assert len(spans) == len(scheduler.last_queue_batches)
+    assert sum(s.meta["items"] for s in spans) == 31 and spans[0].meta["first"] == "(0,)"
+
+
+# --- progress ----------------------------------------------------------------------------
+
+def test_progress_counts_items_done_against_a_growing_total_and_shows_the_queue(monkeypatch):
+    import sbmlgpu.schedule.scheduler as scheduler_module
+
+    terminal, bars = Terminal(), []
+
+    class Recorded(scheduler_module.Progress):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **{**kwargs, "file": terminal})
+            bars.append(self)
+
+    monkeypatch.setattr(scheduler_module, "Progress", Recorded)
+    scheduler = Scheduler([FakeDevice(0)], max_batch_items=4, progress_delay=0)
+    scheduler.run_queue(bisect, [(0.0, 1.0)])
+    (bar,) = bars
+    assert bar.done == bar.total == 31  # the total grew from 1 as items were created
+    assert re.search(r"31(\.0)?/31(\.0)? .*0 queued", terminal.getvalue())
+
+
+# --- errors ------------------------------------------------------------------------------
+
+def test_a_failure_on_one_device_stops_the_others_and_keeps_its_type():
+    calls = []
+
+    def work(device, items):
+        calls.append(device.index)
+        if device.index == 1:
+            raise SimulationError("interval enclosure blew up")
+        time.sleep(0.002)
+        return bisect(device, items)
+
+    scheduler = Scheduler([FakeDevice(0), FakeDevice(1, name="bad GPU")], max_batch_items=2,
+                          progress=False)
+    with pytest.raises(SimulationError, match=r"device 1 \(bad GPU\): interval enclosure") as info:
+        scheduler.run_queue(work, [(0.0, 1.0), (1.0, 2.0), (2.0, 3.0), (3.0, 4.0)])
+    assert info.value.device_index == 1
+    assert calls.count(1) == 1  # it failed once, and nothing ran for long after
+
+
+def test_a_bug_in_work_while_another_device_waits_does_not_hang():
+    started = threading.Event()
+
+    def work(device, items):
+        if device.index == 0:
+            started.set()
+            time.sleep(0.01)
+            raise KeyError("missing")
+        return bisect(device, items)
+
+    scheduler = Scheduler([FakeDevice(0), FakeDevice(1)], max_batch_items=1, progress=False)
+    with pytest.raises(KeyError) as info:
+        scheduler.run_queue(work, [(0.0, 1.0)])  # device 1 waits on an empty queue
+    assert info.value.device_index == 0 and started.is_set()
+
+
+def test_out_of_memory_halves_the_batch_and_loses_no_item():
+    sizes = []
+
+    def work(device, items):
+        sizes.append(len(items))
+        if len(items) > 3:
+            raise OutOfDeviceMemory(f"cuMemAlloc failed for {len(items)} boxes")
+        return bisect(device, items)
+
+    scheduler = Scheduler([FakeDevice(0)], max_batch_items=16, progress=False)
+    done = scheduler.run_queue(work, [(0.0, 1.0)] * 16, ordered=True)
+    assert len(done) == 16 * 31 and sizes[:3] == [16, 8, 4]
+    assert scheduler.last_queue_batches[0].out_of_memory_sizes == (16, 8, 4)
+    assert max(r.items for r in scheduler.last_queue_batches) <= 3
+
+
+def test_out_of_memory_below_the_minimum_says_what_was_tried():
+    def work(device, items):
+        raise OutOfDeviceMemory("no memory at all")
+
+    scheduler = Scheduler([FakeDevice(0, name="Tiny GPU")], min_batch_items=2,
+                          max_batch_items=8, progress=False)
+    with pytest.raises(DeviceError, match=r"running a batch of 2 queued items: tried batch "
+                                          r"sizes 8, 4, 2 and min-batch-items is 2"):
+        scheduler.run_queue(work, range(8))
+
+
+def test_a_queue_that_never_stops_growing_hits_its_limit():
+    def forever(device, items):
+        return items, [[x, x] for x in items]
+
+    scheduler = Scheduler([FakeDevice(0), FakeDevice(1)], progress=False)
+    with pytest.raises(SimulationError, match="grew past its limit of 1000 items"):
+        scheduler.run_queue(forever, [0], limit=1000)
+
+
+def test_wrong_returns_from_work_are_named():
+    scheduler = Scheduler([FakeDevice(0)], progress=False)
+    with pytest.raises(ValueError, match="2 results for a batch of 3"):
+        scheduler.run_queue(lambda d, items: ([1, 2], None), range(3))
+    with pytest.raises(ValueError, match="new items for 1 items of a batch of 3"):
+        scheduler.run_queue(lambda d, items: (items, [[]]), range(3))
+    with pytest.raises(ValueError, match="return the pair"):
+        scheduler.run_queue(lambda d, items: items, range(3))
+    with pytest.raises(ValueError, match="one result per item"):
+        scheduler.run_queue(lambda d, items: (None, None), range(3))
+
+
+def test_bad_queue_options_name_the_option(monkeypatch):
+    scheduler = Scheduler([FakeDevice(0)], progress=False)
+    with pytest.raises(OptionError, match="order"):
+        scheduler.run_queue(bisect, [(0.0, 1.0)], order="random")
+    with pytest.raises(OptionError, match="limit"):
+        scheduler.run_queue(bisect, [(0.0, 1.0)], limit=0)
+    with pytest.raises(OptionError, match="bytes-per-item"):
+        scheduler.run_queue(bisect, [(0.0, 1.0)], bytes_per_item=-1)
+    scheduler.world = type("World", (), {"size": 2, "rank": 0, "local_rank": 0})()
+    with pytest.raises(OptionError, match="MPI ranks"):
+        scheduler.run_queue(bisect, [(0.0, 1.0)])
+
+
+def test_growing_queue_take_waits_only_while_items_are_held():
+    queue = GrowingQueue(["a"], workers=2)
+    assert queue.take(10) == [((0,), "a")] and queue.in_flight == 1
+    got = []
+    waiter = threading.Thread(target=lambda: got.append(queue.take(10)))
+    waiter.start()
+    time.sleep(0.05)
+    assert waiter.is_alive(), "take returned while another worker held an item"
+    queue.finish(1, [((0, 0), "b"), ((0, 1), "c")])
+    waiter.join(2)
+    # two workers share a queue of two: each take gets one
+    assert got == [[((0, 0), "b")]] and queue.queued == 1
+    assert queue.take(10) == [((0, 1), "c")]
+    queue.finish(2, [])
+    assert queue.take(10) is None and queue.done == 3
+    closed = GrowingQueue(["x"])
+    closed.close()
+    assert closed.take(1) is None
+
+
+@pytest.mark.skipif(not nvcc_available(), reason="nvcc not installed")
+def test_the_gpu_tests_kernel_compiles():
+    from .test_schedule_gpu import WIDTHS_SOURCE
+
+    assert b"sbmlgpu_widths" in nvcc_compile(WIDTHS_SOURCE, arch="sm_90", name="widths")
