@@ -203,3 +203,23 @@ def test_cuda_philox_as_gxx_host_code_matches_numpy(precision, tmp_path):
 def test_cuda_philox_as_nvcc_host_code_matches_numpy(tmp_path):
     # nvcc compiles the __host__ __device__ functions for the host too: no GPU needed
     _check_host_philox([nvcc_path(), "-O2"], "double", tmp_path)
+
+
+def test_status_codes_reach_the_kernels_from_python():
+    from sbmlgpu.results import Status
+
+    late = Status.define("late_status_for_template_test", "defined after the first render")
+    text = render("sbmlgpu.codegen", "common.cuh", precision="double")
+    for status in Status:
+        assert f"#define SBMLGPU_STATUS_{status.name.upper()} {int(status)}\n" in text
+    assert f"SBMLGPU_STATUS_LATE_STATUS_FOR_TEMPLATE_TEST {int(late)}" in text
+    # no kernel template states a status number of its own
+    from pathlib import Path
+
+    import sbmlgpu
+    import sbmlgpu.plugins
+
+    roots = [Path(sbmlgpu.__file__).parent, Path(sbmlgpu.plugins.__file__).parent]
+    for path in [p for r in roots for p in r.rglob("*.cu*")]:
+        own = re.findall(r"#define \w*(?:_OK|_FAILED|_NON_FINITE|_MAX_STEPS) \d", path.read_text())
+        assert not own, f"{path} defines status codes itself: {own}"

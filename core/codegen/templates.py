@@ -12,7 +12,8 @@ folder. Inside a template, a plain name (`{% include "common.cuh" %}`) is looked
 up in sbmlgpu.codegen's folder, and `"package:file"` in that package's folder
 (`{% include "sbmlgpu.ode:rk4.cuh" %}`). Undefined variables are errors
 (StrictUndefined), so a template never renders a silent blank; a template checks
-its inputs with `{{ fail("message") }}`.
+its inputs with `{{ fail("message") }}`. `{{ status_defines() }}` (common.cuh uses it)
+writes the member status codes of sbmlgpu.results.Status as SBMLGPU_STATUS_<NAME>.
 
 `dump_sources` writes a Program's sources for `--keep-source DIR`.
 """
@@ -74,7 +75,15 @@ def environment() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.globals["fail"] = _fail
+    env.globals["status_defines"] = _status_defines
     return env
+
+
+def _status_defines() -> str:
+    """`{{ status_defines() }}`: the #defines of every member status defined now."""
+    from ..results.status import Status
+
+    return Status.c_defines()
 
 
 def _fail(message: str):

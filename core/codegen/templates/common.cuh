@@ -32,6 +32,10 @@ typedef float real_t;
 {{ fail("common.cuh: precision must be 'double' or 'float', not " ~ precision) }}
 {% endif %}
 
+/* Member status codes: written from sbmlgpu.results.Status when this text is rendered
+   (a backend's own statuses included), never copied by hand. */
+{{ status_defines() }}
+
 /* sympy's Mod(a, b): the result has the sign of b (Python's %). fmod is exact and
    has the sign of a; moving it by b when the signs differ gives sympy's value. */
 SBMLGPU_HD double sbmlgpu_mod(double a, double b)

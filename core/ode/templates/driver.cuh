@@ -53,19 +53,19 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
     ode_stepper S;
     real_t t = times[0];
     model_x0(t, p, S.x);
-    int status = ode_all_finite(S.x) ? ODE_OK : ODE_NON_FINITE;
+    int status = ode_all_finite(S.x) ? SBMLGPU_STATUS_OK : SBMLGPU_STATUS_NON_FINITE;
     long long steps = 0;
     int k = 0;
     while (k < n_times && times[k] <= t) { ode_write(t, S.x, p, sink, k); ++k; }
-    if (status == ODE_OK && k < n_times) ode_start(&S, t, p, &cfg, times[n_times - 1]);
-    for (; status == ODE_OK && k < n_times; ++k) {
+    if (status == SBMLGPU_STATUS_OK && k < n_times) ode_start(&S, t, p, &cfg, times[n_times - 1]);
+    for (; status == SBMLGPU_STATUS_OK && k < n_times; ++k) {
         const real_t T = times[k];
         if (T > t) {
             const real_t span = T - t;
             real_t count = ODE_CEIL(span / cfg.dt * (ODE_R(1) - ODE_R(16) * ODE_UROUND));
             const int n = count < ODE_R(1) ? 1 : (int)count;
             if (!(count < ODE_R(2147483647)) || steps + n > cfg.max_steps) {
-                status = ODE_MAX_STEPS;
+                status = SBMLGPU_STATUS_MAX_STEPS;
                 break;
             }
             const real_t h = span / (real_t)n;
@@ -76,7 +76,7 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
             }
             t = T;
             steps += n;
-            if (!ode_all_finite(S.x)) { status = ODE_NON_FINITE; break; }
+            if (!ode_all_finite(S.x)) { status = SBMLGPU_STATUS_NON_FINITE; break; }
         }
         ode_write(t, S.x, p, sink, k);
     }
@@ -96,7 +96,7 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
     real_t t = times[0];
     const real_t t_end = times[n_times - 1];
     model_x0(t, p, S.x);
-    int status = ode_all_finite(S.x) ? ODE_OK : ODE_NON_FINITE;
+    int status = ode_all_finite(S.x) ? SBMLGPU_STATUS_OK : SBMLGPU_STATUS_NON_FINITE;
     long long steps = 0;
     int k = 0;
 {% if watch %}
@@ -108,15 +108,15 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
 {% if events %}
     ode_events E;
     ode_events_init(&E, &cfg, member);
-    if (status == ODE_OK) status = ode_instant(&E, &W, t, S.x, p);  /* triggers at t0 */
-    if (status == ODE_OK && !ode_all_finite(S.x)) status = ODE_NON_FINITE;
+    if (status == SBMLGPU_STATUS_OK) status = ode_instant(&E, &W, t, S.x, p);  /* triggers at t0 */
+    if (status == SBMLGPU_STATUS_OK && !ode_all_finite(S.x)) status = SBMLGPU_STATUS_NON_FINITE;
 {% endif %}
 {% if delayed %}
     real_t t_due = ode_next_due(&E);  /* the next delayed execution (INFINITY: none) */
 {% endif %}
     ode_watch_signs(&W, t, S.x, p, W.s);
 {% endif %}
-    if (status == ODE_OK) {
+    if (status == SBMLGPU_STATUS_OK) {
         while (k < n_times && times[k] <= t) { ode_write(t, S.x, p, sink, k); ++k; }
         if (k < n_times) ode_start(&S, t, p, &cfg, t_end);
     }
@@ -130,7 +130,7 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
     int grid_n = 0, grid_m = 0;
     real_t grid_h = ODE_R(0), grid_start = t, grid_end = t;
 {% endif %}
-    while (status == ODE_OK && k < n_times) {
+    while (status == SBMLGPU_STATUS_OK && k < n_times) {
         real_t t_new, h;
 {% if adaptive %}
         h = ODE_MIN(S.h, hmax);
@@ -140,7 +140,7 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
 {% endif %}
         t_new = (t + ODE_R(1.01) * h >= t_stop) ? t_stop : t + h;
         h = t_new - t;
-        if (!(ODE_R(0.1) * h > ODE_ABS(t) * ODE_UROUND)) { status = ODE_STEP_UNDERFLOW; break; }
+        if (!(ODE_R(0.1) * h > ODE_ABS(t) * ODE_UROUND)) { status = SBMLGPU_STATUS_STEP_SIZE_UNDERFLOW; break; }
 {% else %}
         if (grid_m == grid_n) {  /* a new interval: from t to the next output time */
             grid_end = times[k];
@@ -149,7 +149,7 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
 {% endif %}
             const real_t span = grid_end - t;
             real_t count = ODE_CEIL(span / cfg.dt * (ODE_R(1) - ODE_R(16) * ODE_UROUND));
-            if (!(count < ODE_R(2147483647))) { status = ODE_MAX_STEPS; break; }
+            if (!(count < ODE_R(2147483647))) { status = SBMLGPU_STATUS_MAX_STEPS; break; }
             grid_n = count < ODE_R(1) ? 1 : (int)count;
             grid_h = span / (real_t)grid_n;
             grid_start = t;
@@ -159,11 +159,11 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
         t_new = grid_m == grid_n ? grid_end : grid_start + (real_t)grid_m * grid_h;
         h = t_new - t;
 {% endif %}
-        if (steps >= cfg.max_steps) { status = ODE_MAX_STEPS; break; }
+        if (steps >= cfg.max_steps) { status = SBMLGPU_STATUS_MAX_STEPS; break; }
         ++steps;
         if (ode_step(&S, t, h, p, &cfg, false) != 1) {
             if (!(ODE_R(0.1) * S.h > ODE_ABS(t) * ODE_UROUND)) {
-                status = S.nonfinite ? ODE_NON_FINITE : ODE_STEP_UNDERFLOW;
+                status = S.nonfinite ? SBMLGPU_STATUS_NON_FINITE : SBMLGPU_STATUS_STEP_SIZE_UNDERFLOW;
                 break;
             }
             continue;
@@ -227,9 +227,9 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
                 status = ode_instant(&E, &W, t, S.x, p);
 {{ UNROLL_ATOMS }}
                 for (int a = 0; a < ODE_NATOMS; ++a) W.crossed[a] = false;
-                if (status != ODE_OK) break;
+                if (status != SBMLGPU_STATUS_OK) break;
 {% endif %}
-                if (!ode_all_finite(S.x)) { status = ODE_NON_FINITE; break; }
+                if (!ode_all_finite(S.x)) { status = SBMLGPU_STATUS_NON_FINITE; break; }
 {% if delayed %}
                 t_due = ode_next_due(&E);
 {% endif %}
@@ -266,13 +266,13 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
         t = t_new;
         ode_accept(&S);
 {% if not adaptive %}
-        if (grid_m == grid_n && !ode_all_finite(S.x)) { status = ODE_NON_FINITE; break; }
+        if (grid_m == grid_n && !ode_all_finite(S.x)) { status = SBMLGPU_STATUS_NON_FINITE; break; }
 {% endif %}
 {% if delayed %}
         if (at_due) {
             status = ode_instant(&E, &W, t, S.x, p);
-            if (status != ODE_OK) break;
-            if (!ode_all_finite(S.x)) { status = ODE_NON_FINITE; break; }
+            if (status != SBMLGPU_STATUS_OK) break;
+            if (!ode_all_finite(S.x)) { status = SBMLGPU_STATUS_NON_FINITE; break; }
             t_due = ode_next_due(&E);
             ode_watch_signs(&W, t, S.x, p, W.s);
             ode_restart(&S, t, p);

@@ -371,18 +371,18 @@ int ode_instant(ode_events* E, ode_watch* W, real_t t, real_t* x, const real_t* 
     ode_triggers(W, t, x, p, trig, at_crossing);
     ode_transitions(E, trig, t, x, p);
     for (int count = 0;; ++count) {
-        if (E->overflow || E->bad_delay) return ODE_FAILED;  /* too many pending instances, or a negative delay */
+        if (E->overflow || E->bad_delay) return SBMLGPU_STATUS_FAILED;  /* too many pending instances, or a negative delay */
         int slot;
         const int e = ode_choose(E, t, x, p, &slot);
         if (e < 0) {
-            if (!at_crossing) return ODE_OK;
+            if (!at_crossing) return SBMLGPU_STATUS_OK;
             /* nothing more is due: the triggers as they stand after the instant */
             at_crossing = false;
             ode_triggers(W, t, x, p, trig, false);
             ode_transitions(E, trig, t, x, p);
             continue;
         }
-        if (count >= ODE_MAX_EVENTS_PER_INSTANT) return ODE_FAILED;  /* events trigger each other without end */
+        if (count >= ODE_MAX_EVENTS_PER_INSTANT) return SBMLGPU_STATUS_FAILED;  /* events trigger each other without end */
         ode_execute(E, e, slot, t, x, p);
         ode_triggers(W, t, x, p, trig, at_crossing);
         ode_transitions(E, trig, t, x, p);

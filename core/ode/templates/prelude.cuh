@@ -21,13 +21,6 @@
 #define ODE_NATOMS {{ natoms_alloc }}
 #define ODE_NEVENTS {{ nevents_alloc }}
 
-/* Status codes: the values of sbmlgpu.results.Status. */
-#define ODE_OK 0
-#define ODE_MAX_STEPS 1
-#define ODE_STEP_UNDERFLOW 2
-#define ODE_NON_FINITE 3
-#define ODE_FAILED 4
-
 #if SBMLGPU_DOUBLE
 #define ODE_ABS fabs
 #define ODE_SQRT sqrt

@@ -42,10 +42,6 @@
 #define SSA_MAX_EVENT_ROUNDS {{ max_event_rounds }}
 
 /* Outcome of a realisation: a Status code (results.Status) and a detail. */
-#define SSA_OK 0
-#define SSA_MAX_STEPS 1
-#define SSA_NON_FINITE 3
-#define SSA_FAILED 4
 #define SSA_WHY_NEGATIVE 1 /* a propensity became negative */
 #define SSA_WHY_NOT_FINITE 2 /* a propensity became NaN or infinite */
 #define SSA_WHY_FIRINGS 3 /* max_firings reached */
@@ -126,7 +122,7 @@ SBMLGPU_HD int ssa_realisation(unsigned long long seed, unsigned long long item,
     unsigned long long ssa_block = 0; /* next Philox counter block = firing attempts so far */
     unsigned long long ssa_firings = 0;
     int why = 0;
-    int status = SSA_OK;
+    int status = SBMLGPU_STATUS_OK;
     double t = times[0];
     int k = 0;
     double ssa_tsample = K > 0 ? times[0] : (double)INFINITY; /* the next sample time, times[k] */
@@ -160,7 +156,7 @@ SBMLGPU_HD int ssa_realisation(unsigned long long seed, unsigned long long item,
     int ssa_round = 0;
     while (ssa_again && why == 0) {
         ssa_again = false;
-        if (++ssa_round > SSA_MAX_EVENT_ROUNDS) { status = SSA_FAILED; why = SSA_WHY_EVENTS; break; }
+        if (++ssa_round > SSA_MAX_EVENT_ROUNDS) { status = SBMLGPU_STATUS_FAILED; why = SSA_WHY_EVENTS; break; }
 {% for e in events %}
         {
             const bool ssa_now = {{ e.trigger }}; /* event {{ e.id }} */
@@ -205,8 +201,8 @@ SBMLGPU_HD int ssa_realisation(unsigned long long seed, unsigned long long item,
 {% for j in range(nr) %}
     a0 += SSA_A({{ j }});
 {% endfor %}
-    if (ssa_negative) { status = SSA_FAILED; why = SSA_WHY_NEGATIVE; }
-    else if (!(a0 < (real_t)INFINITY)) { status = SSA_NON_FINITE; why = SSA_WHY_NOT_FINITE; }
+    if (ssa_negative) { status = SBMLGPU_STATUS_FAILED; why = SSA_WHY_NEGATIVE; }
+    else if (!(a0 < (real_t)INFINITY)) { status = SBMLGPU_STATUS_NON_FINITE; why = SSA_WHY_NOT_FINITE; }
 {% if update == "sparse" %}
     ssa_dirty = false;
 {% endif %}
@@ -375,14 +371,14 @@ SBMLGPU_HD int ssa_realisation(unsigned long long seed, unsigned long long item,
 {% endfor %}
             }
 {% endif %}
-            if (ssa_negative) { status = SSA_FAILED; why = SSA_WHY_NEGATIVE; }
-            else if (!(a0 < (real_t)INFINITY)) { status = SSA_NON_FINITE; why = SSA_WHY_NOT_FINITE; }
+            if (ssa_negative) { status = SBMLGPU_STATUS_FAILED; why = SSA_WHY_NEGATIVE; }
+            else if (!(a0 < (real_t)INFINITY)) { status = SBMLGPU_STATUS_NON_FINITE; why = SSA_WHY_NOT_FINITE; }
         }
 {% endif %}
         ++ssa_firings;
 {% endif %}
         if (max_firings && ssa_firings >= max_firings && why == 0) {
-            status = SSA_MAX_STEPS; why = SSA_WHY_FIRINGS;
+            status = SBMLGPU_STATUS_MAX_STEPS; why = SSA_WHY_FIRINGS;
         }
 {% if events %}
 {{ run_events(8) }}
