@@ -281,12 +281,16 @@ def sample_petab(path: str | Path, n: int, seed: int,
 def combine(network: Network | None, *, table: str | Path | None = None,
             samples: Sequence[str] | Mapping[str, Distribution | str] = (),
             petab: str | Path | None = None, n: int | None = None,
-            seed: int = 0) -> tuple[dict[str, np.ndarray] | None, int, list[str]]:
+            seed: int = 0) -> tuple[dict[str, np.ndarray] | None, int, list[str],
+                                    dict[str, str]]:
     """Everything the CLI's --parameters, --sample, --petab-parameters, --ensemble and
-    --seed ask for, as (parameter sets or None, ensemble size, notes for the user).
+    --seed ask for, as (parameter sets or None, ensemble size, notes for the user,
+    {id: the option that gave it}).
 
     The table fixes the ensemble size (--ensemble must agree with it); sampling
-    needs a size from the table or --ensemble. An id given twice is an error."""
+    needs a size from the table or --ensemble. An id given twice is an error. The
+    ids themselves are checked against the model once, by the task
+    (TimeCourse.check_network), which names the option from the sources."""
     notes: list[str] = []
     sets: dict[str, np.ndarray] = {}
     sources: dict[str, str] = {}
@@ -326,7 +330,4 @@ def combine(network: Network | None, *, table: str | Path | None = None,
             notes.append(f"{len(left_out)} PEtab parameter(s) are not in the model and were "
                          f"left out: {', '.join(left_out[:10])}{' ...' if len(left_out) > 10 else ''}")
         add(values, "petab-parameters")
-    if network is not None:
-        for k in sets:
-            check_ids(network, [k], sources[k])
-    return (sets or None), (n or 1), notes
+    return (sets or None), (n or 1), notes, sources

@@ -157,22 +157,21 @@ def test_petab_errors(tmp_path):
 
 def test_combine_table_samples_and_sizes(tmp_path):
     (tmp_path / "p.csv").write_text("k_on\n0.1\n0.2\n0.3\n")
-    sets, n, notes = combine(network(), table=tmp_path / "p.csv",
-                             samples=["A=uniform:0:1"], seed=4)
+    sets, n, notes, sources = combine(network(), table=tmp_path / "p.csv",
+                                      samples=["A=uniform:0:1"], seed=4)
     assert n == 3 and len(sets["A"]) == 3 and not notes
+    assert sources == {"k_on": "parameters", "A": "sample"}
     with pytest.raises(OptionError, match="4 members asked for"):
         combine(network(), table=tmp_path / "p.csv", n=4)
     with pytest.raises(OptionError, match="already given by parameters"):
         combine(network(), table=tmp_path / "p.csv", samples=["k_on=uniform:0:1"])
     with pytest.raises(OptionError, match="needs an ensemble size"):
         combine(network(), samples=["A=uniform:0:1"])
-    with pytest.raises(OptionError, match="did you mean k_on"):
-        combine(network(), samples=["kon=uniform:0:1"], n=2)
-    assert combine(network(), n=5) == (None, 5, [])
+    assert combine(network(), n=5) == (None, 5, [], {})
 
 
 def test_combine_reports_petab_parameters_left_out(tmp_path):
     (tmp_path / "parameters.tsv").write_text(PETAB)
-    sets, n, notes = combine(network(), petab=tmp_path / "parameters.tsv", n=3, seed=1)
+    sets, n, notes, _ = combine(network(), petab=tmp_path / "parameters.tsv", n=3, seed=1)
     assert set(sets) == {"k_on", "k_off", "A"} and n == 3
     assert "sd_obs" in notes[0]

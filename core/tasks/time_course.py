@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
 import numpy as np
@@ -77,6 +77,9 @@ class TimeCourse(Task):
         parse=id_list, metavar="IDS")
     summary: bool = setting(False, "keep the ensemble mean, sd and quantiles (over members "
                                    "that succeeded) instead of every trajectory")
+    #: {id: the option that gave its values} (--sample, ...), for error messages
+    sources: dict[str, str] = field(default_factory=dict, init=False, repr=False,
+                                    metadata={"cli": False, "help": "", "internal": True})
 
     def __post_init__(self):
         self.times = np.asarray(self.times, dtype=float)
@@ -110,8 +113,8 @@ class TimeCourse(Task):
         from ..api import check_outputs
         from ..ensemble import check_ids
 
-        if self.parameters:
-            check_ids(network, self.parameters)
+        for sbml_id in self.parameters or ():  # each named by the option that gave it
+            check_ids(network, [sbml_id], self.sources.get(sbml_id, "parameters"))
         self.outputs = check_outputs(network, self.outputs)
 
     def describe(self) -> dict[str, Any]:
@@ -161,13 +164,15 @@ class TimeCourse(Task):
         if args.times is not None and (args.end is not None or args.points is not None):
             raise OptionError("times", "give either --times or --start/--end/--points")
         seed = values.get("seed", 0)
-        parameters, n, notes = ensemble.combine(
+        parameters, n, notes, sources = ensemble.combine(
             network, table=args.parameters, samples=args.sample, petab=args.petab_parameters,
             n=args.ensemble, seed=seed)
         for note in notes:
             log.info(note)
         times = output_times(args.start, args.end, args.points, args.times)
-        return cls(times=times, parameters=parameters, n=n, **values)
+        task = cls(times=times, parameters=parameters, n=n, **values)
+        task.sources = sources
+        return task
 
     @classmethod
     def between(cls, start: float = 0.0, end: float | None = None, points: int | None = None,
