@@ -196,3 +196,16 @@ def test_sparse_lu_plan_solves_the_system(seed):
 def test_summary_kernels_compile_for_sm90(precision):
     text = render("sbmlgpu.ode", "summary.cu", precision=precision)
     assert nvcc_compile(text, "sm_90", name=f"summary_{precision}")
+
+
+def test_an_analytic_jacobian_the_model_does_not_allow_is_an_option_error():
+    from sbmlgpu.errors import OptionError
+    from sbmlgpu.ode.codegen import choose_jacobian
+
+    # d floor(x)/dx stays an unevaluated Derivative in sympy
+    net = sbmlgpu.load(rate_rule_model({"x": (1.5, apply("floor", ci("x")))}))
+    model = KernelModel(ode_system(net), (), ("x",))
+    assert choose_jacobian(model, "auto") == "fd"
+    with pytest.raises(OptionError, match="option jacobian: analytic: sympy cannot "
+                                          "differentiate.*use --jacobian fd"):
+        choose_jacobian(model, "analytic")

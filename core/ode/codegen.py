@@ -23,6 +23,7 @@ from ..codegen.cost import count_block, count_many
 from ..codegen.cse import CseBlock, eliminate
 from ..codegen.printer import CodegenError, CudaPrinter
 from ..codegen.templates import render
+from ..errors import OptionError
 from ..ir import TIME
 from . import naming, sparse_lu
 from .atoms import use_symbol
@@ -239,8 +240,11 @@ def choose_jacobian(model: KernelModel, requested: str) -> str:
         except CodegenError:
             ok = False
     if not ok and requested == "analytic":
-        raise CodegenError("an analytic Jacobian (sympy cannot differentiate or print it; "
-                           "use --jacobian fd)", (model.ode.network.id,))
+        # the model is fine and so is the code generator: the user asked for what this
+        # model does not allow
+        raise OptionError("jacobian", f"analytic: sympy cannot differentiate the right-hand "
+                                      f"side of model {model.ode.network.id!r} into printable "
+                                      f"math; use --jacobian fd or auto")
     return "analytic" if ok else "fd"
 
 
