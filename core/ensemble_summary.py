@@ -171,7 +171,7 @@ class EnsembleStats:
         v = values.T  # (cols, members): each column's values in one reduction
         finite = np.isfinite(v)
         count = finite.sum(axis=1).astype(float)
-        with np.errstate(invalid="ignore", divide="ignore"):
+        with np.errstate(all="ignore"):  # columns without finite values: dropped below
             mean = np.where(finite, v, 0.0).sum(axis=1) / count
             m2 = np.where(finite, (v - mean[:, None]) ** 2, 0.0).sum(axis=1)
         mean = np.where(count > 0, mean, 0.0)

@@ -177,7 +177,7 @@ class OdeProgram(Program):
                                     status=outcome.status,
                                     metadata={"backend": "ode", "mpi_rank": scheduler.rank})
         plan = plans[0] if plans else bundling.BundlePlan(None, reason or "")
-        steps = np.asarray(outcome.extras["steps"], dtype=np.int64)
+        steps = np.asarray(outcome.extras.get("steps", ()), dtype=np.int64)
         extra: dict[str, Any] = {}
         if request.summary:
             grid = outcome.target.grid
