@@ -3,9 +3,11 @@
 
 Both take the same inputs (a column-major parameter table of the batch, the output
 times, the launch settings) and give the same `BatchOutput`: per-member status and
-step counts, and either the time courses (members, times, outputs) or, for
-`--summary`, the batch's statistics (summary.BatchStats), computed where the data
-are (on the GPU by templates/summary.cu) so that time courses never cross the bus.
+step counts, and the time courses (members, times, outputs). Given the histogram grid
+of a `--summary`, the GPU engine instead reduces the batch where the data are
+(templates/summary.cu; summary.py reads its output as partial
+sbmlgpu.ensemble_summary.EnsembleStats), so that time courses never cross the bus;
+the host engine's time courses are folded on the host by the ensemble runner.
 
 The kernels write (times, outputs, members), coalesced (sinks.TrajectorySink); the
 GPU engine turns that into (members, times, outputs) on the device
@@ -25,10 +27,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..codegen.templates import render
+from ..ensemble_summary import BinGrid, EnsembleStats
 from ..profile import phase
 from ..runtime.layout import member_major
 from .codegen import KernelSource
-from .summary import BatchStats, host_batch_stats
+from . import summary
 
 PACKAGE = "sbmlgpu.ode"
 
@@ -43,7 +46,7 @@ class BatchOutput:
     status: np.ndarray  # (b,) int8, sbmlgpu.results.Status codes
     steps: np.ndarray  # (b,) int32, attempted steps
     out: np.ndarray | None  # (b, times, outputs) (maybe a strided view), or None with stats
-    stats: BatchStats | None = None
+    stats: EnsembleStats | None = None
     kernel_ms: float = 0.0
 
 
@@ -57,7 +60,6 @@ class LaunchConfig:
     max_steps: int
     seed: int
     block_size: int
-    bins: int
 
     def as_dict(self) -> dict:
         return {"rtol": self.rtol, "atol": self.atol, "h0": self.h0,
@@ -108,10 +110,11 @@ class GpuEngine:
 
     def run(self, device, table: np.ndarray, times: np.ndarray, n_outputs: int,
             config: LaunchConfig, members: np.ndarray | None = None, first_member: int = 0,
-            ranges: np.ndarray | None = None, profiler=None,
+            histogram: BinGrid | None = None, profiler=None,
             destination: np.ndarray | None = None) -> BatchOutput:
         """`destination`: where the time courses go, (b, times, outputs) C-contiguous
-        of the engine's dtype (else a new array)."""
+        of the engine's dtype (else a new array). `histogram`: reduce the batch to its
+        statistics, binned over this grid, instead (`--summary`)."""
         kernel = self.kernel(device)
         b = int(table.shape[1])
         real = self.real
@@ -152,24 +155,22 @@ class GpuEngine:
                                        precision=self.source.precision, start_s=start,
                                        members=b, steps=total_steps,
                                        method=self.source.method)
-            if ranges is None:
+            if histogram is None:
                 out = member_major(device, out_buf, b, (len(times), n_outputs), real,
                                    profiler=profiler, destination=destination)
                 return BatchOutput(status, steps, out, None, timing.ms)
             with phase(profiler, "statistics", device=device):
                 stats = self._reduce(device, out_buf, status_buf, b, len(times) * n_outputs,
-                                     ranges, config.bins, keep, profiler)
+                                     histogram, keep, profiler)
             return BatchOutput(status, steps, None, stats, timing.ms)
         finally:
             for buffer in buffers:
                 buffer.free()
 
-    def _reduce(self, device, out_buf, status_buf, b, cols, ranges, bins, keep, profiler):
+    def _reduce(self, device, out_buf, status_buf, b, cols, grid, keep, profiler):
         if cols == 0 or b == 0:
-            zeros = np.zeros(cols)
-            return BatchStats(zeros, zeros.copy(), zeros.copy(), zeros.copy(),
-                              np.full(cols, np.inf), np.full(cols, -np.inf),
-                              np.zeros((cols, bins), np.int64))
+            return EnsembleStats.empty(cols, grid)
+        bins = grid.bins
         moments, histogram = self.summary_kernels(device)
         size = np.dtype(self.real).itemsize
         stats_buf = keep(device.alloc(cols * 6 * 8))
@@ -178,7 +179,7 @@ class GpuEngine:
         if profiler is not None:
             profiler.record_launch(moments, timing, device, flops=4.0 * b * cols,
                                    bytes=2.0 * b * cols * size + 2 * b, precision="double")
-        ranges_buf = keep(device.to_device(np.ascontiguousarray(ranges, dtype=np.float64)))
+        ranges_buf = keep(device.to_device(np.ascontiguousarray(grid.ranges, dtype=np.float64)))
         hist_buf = keep(device.to_device(np.zeros(cols * bins, dtype=np.uint32)))
         per_block = max(HISTOGRAM_BLOCK_ITEMS, -(-b // 65535))  # gridDim.y <= 65535
         chunks = (b + per_block - 1) // per_block
@@ -191,7 +192,7 @@ class GpuEngine:
                                    bytes=1.0 * b * cols * size + b, precision="double")
         stats = device.from_device(stats_buf, (cols, 6), np.float64)
         hist = device.from_device(hist_buf, (cols, bins), np.uint32)
-        return BatchStats.from_device(stats, hist)
+        return summary.from_device(stats, hist, grid)
 
 
 class HostEngine:
@@ -209,13 +210,11 @@ class HostEngine:
 
     def run(self, device, table: np.ndarray, times: np.ndarray, n_outputs: int,
             config: LaunchConfig, members: np.ndarray | None = None, first_member: int = 0,
-            ranges: np.ndarray | None = None, profiler=None,
-            destination: np.ndarray | None = None) -> BatchOutput:
+            profiler=None, destination: np.ndarray | None = None) -> BatchOutput:
+        """(b, times, outputs) time courses as a view of the kernel's output; the
+        caller's copy into the result transposes."""
         settings = config.as_dict()
         settings["n"] = table.shape[1]
         out, status, steps = self.kernel.run(table, times, n_outputs, settings, members,
                                              first_member)
-        if ranges is None:  # (b, times, outputs) as a view; the caller's copy transposes
-            return BatchOutput(status, steps, np.moveaxis(out, -1, 0))
-        return BatchOutput(status, steps, None,
-                           host_batch_stats(out, status == 0, ranges, config.bins))
+        return BatchOutput(status, steps, np.moveaxis(out, -1, 0))

@@ -21,7 +21,6 @@ from sbmlgpu.errors import SimulationError
 from sbmlgpu.ode.codegen import KernelSource
 from sbmlgpu.ode.engines import BatchOutput, HostEngine
 from sbmlgpu.ode.model import KernelModel
-from sbmlgpu.ode.summary import host_batch_stats
 from sbmlgpu.results import Status
 
 from .numeric import lambdify
@@ -82,8 +81,9 @@ class NumpyEngine:
 
     # -- run ----------------------------------------------------------------------
     def run(self, device, table: np.ndarray, times: np.ndarray, n_outputs: int, config,
-            members=None, first_member: int = 0, ranges=None, profiler=None,
+            members=None, first_member: int = 0, profiler=None,
             destination=None) -> BatchOutput:
+        """(b, times, outputs) time courses (a view); the caller's copy transposes."""
         table = np.asarray(table, dtype=float)
         if self.vectorised:
             solve = self._rk4 if self.method == "rk4" else self._dopri5
@@ -91,10 +91,7 @@ class NumpyEngine:
         else:
             out, status, steps = self._reference(table, np.asarray(times, float), n_outputs,
                                                  config, members, first_member)
-        if ranges is None:  # (b, times, outputs) as a view
-            return BatchOutput(status, steps, np.moveaxis(out, -1, 0))
-        return BatchOutput(status, steps, None,
-                           host_batch_stats(out, status == Status.ok, ranges, config.bins))
+        return BatchOutput(status, steps, np.moveaxis(out, -1, 0))
 
     def _start(self, table, times, n_outputs):
         b = table.shape[1]

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 
 import logging
-import os
-import tempfile
 import time
 from dataclasses import asdict
 from typing import Any
@@ -28,16 +26,18 @@ from typing import Any
 import numpy as np
 
 from sbmlgpu.backend import Program, RunRequest
+from sbmlgpu.ensemble_summary import OVER_OK_MEMBERS
 from sbmlgpu.errors import OptionError
 from sbmlgpu.ir import Network
 from sbmlgpu.ode.codegen import KernelSource, generate
 from sbmlgpu.ode.engines import BatchOutput, GpuEngine, LaunchConfig, bytes_per_member
 from sbmlgpu.ode.model import KernelModel
-from sbmlgpu.ode.summary import BatchStats, ranges_from_pilot, to_summary
 from sbmlgpu.outputs import default_outputs
 from sbmlgpu.profile import phase
-from sbmlgpu.results import DEFAULT_QUANTILES
-from sbmlgpu.results import Status, TimeCourseResult
+from sbmlgpu.results import TimeCourseResult
+from sbmlgpu.schedule.ensemble import (BatchMemory, EnsembleJob, MemberBatch, MemberResults,
+                                       Pilot, default_scheduler, run_ensemble)
+from sbmlgpu.schedule.spill import Spill
 from sbmlgpu.views.ode import OdeSystem
 
 from . import bundling
@@ -124,82 +124,65 @@ class OdeProgram(Program):
         rtol, atol = o.tolerances
         config = LaunchConfig(rtol=rtol, atol=atol, h0=o.h0, max_step=o.max_step, dt=o.dt,
                               max_steps=o.max_steps, seed=int(request.seed),
-                              block_size=o.block_size, bins=o.quantile_bins)
-        scheduler = scheduler or _default_scheduler(self.device, request.progress)
+                              block_size=o.block_size)
+        scheduler = default_scheduler(scheduler, self.device, request.progress)
         devices = list(getattr(scheduler, "local_devices", ()) or ([self.device] if self.device
                                                                   else []))
-        if self.device is not None and not devices:
-            devices = [self.device]
         self._compile_everywhere(engine, devices, profiler)
-        first_device = devices[0] if devices else None
+        on_device = isinstance(engine, GpuEngine)
+
+        def run_batch(device, batch: MemberBatch) -> MemberResults:
+            device = device if device is not None else self.device
+            ids = batch.members.astype(np.uint64) if batch.members is not None else None
+            # the GPU reduces a summary's batches where they ran; the host's time
+            # courses are folded by the runner
+            reduce = {"histogram": batch.summary.grid} if batch.summary is not None \
+                and on_device else {}
+            out: BatchOutput = engine.run(device, batch.take(table), times, len(outputs),
+                                          config, ids, first_member=batch.start,
+                                          profiler=profiler, destination=batch.rows,
+                                          **reduce)
+            return MemberResults(out.status, out.out, out.stats, {"steps": out.steps},
+                                 out.kernel_ms)
 
         # pilot: bundling and the ranges of the on-device quantile histograms
         reason = bundling.should_bundle(o.bundling, method, n, len(varied), o.pilot_size)
-        plan = bundling.BundlePlan(None, reason or "")
-        ranges = None
-        cols = len(times) * len(outputs)
-        if reason is None or request.summary:
-            members = bundling.pilot(n, o.pilot_size, request.seed)
-            with phase(profiler, "pilot"):
-                pilot = engine.run(first_device, table[:, members], times, len(outputs),
-                                   config, members.astype(np.uint64), profiler=profiler)
-            if reason is None:
-                plan = bundling.plan(table64, members, pilot.steps, WARP)
-            if request.summary:
-                ok = pilot.status == Status.ok
-                values = pilot.out.reshape(-1, cols)[ok]
-                ranges = ranges_from_pilot(values, cols)
-        permutation = plan.permutation
-        order = permutation.order if permutation is not None else None
-        run_table = table[:, order] if order is not None else table
-        member_ids = order.astype(np.uint64) if order is not None else None
+        plans: list[bundling.BundlePlan] = []
+
+        def order(pilot: MemberResults, members: np.ndarray):
+            plans.append(bundling.plan(table64, members, pilot.extras["steps"], WARP))
+            return plans[-1].permutation
 
         itemsize = np.dtype(engine.dtype).itemsize
-        per_member = bytes_per_member(len(varied), len(times), len(outputs), itemsize,
-                                      order is not None, time_courses=not request.summary)
-        fixed = (cols * (6 * 8 + 4 * o.quantile_bins + 16) if request.summary else 0) \
-            + len(times) * itemsize
-        data, data_note = (None, "") if request.summary else self._destination(
-            n, len(times), len(outputs))
+        cols = len(times) * len(outputs)
 
-        def work(device, start: int, stop: int):
-            ids = member_ids[start:stop] if member_ids is not None else None
-            # unbundled batches are rows start:stop of the result: the engine writes
-            # them in place (when the dtypes agree); bundled ones are scattered by row
-            direct = data[start:stop] if data is not None and order is None else None
-            out: BatchOutput = engine.run(device, run_table[:, start:stop], times,
-                                          len(outputs), config, ids, first_member=start,
-                                          ranges=ranges, profiler=profiler,
-                                          destination=direct)
-            if data is not None and out.out is not direct:
-                rows = order[start:stop] if order is not None else slice(start, stop)
-                data[rows] = out.out
-            return out.status, out.steps, out.stats
+        def memory(time_courses: bool, bundled: bool) -> BatchMemory:
+            per_member = bytes_per_member(len(varied), len(times), len(outputs), itemsize,
+                                          bundled, time_courses=time_courses)
+            fixed = (0 if time_courses else cols * (6 * 8 + 4 * o.quantile_bins + 16)) \
+                + len(times) * itemsize
+            return BatchMemory(per_member, fixed, WARP if bundled else 1)
 
-        combined = scheduler.map_batches(
-            work, n, per_member, fixed_bytes=fixed, align=WARP if order is not None else 1,
-            combine=_combine, progress=request.progress, desc="trajectories")
-        if combined is None:  # an MPI rank other than the root: the root has the result
-            return TimeCourseResult(times=times, ids=outputs,
-                          data=np.zeros((0, len(times), len(outputs))),
-                          metadata={"backend": "ode", "mpi_rank": getattr(scheduler, "rank", 0)})
-        status, steps, batch_stats = combined
-        status = np.asarray(status, dtype=np.int8)
-        steps = np.asarray(steps, dtype=np.int64)
-        if permutation is not None:
-            status = permutation.restore(status)
-            steps = permutation.restore(steps)
-        summary = None
+        pilot = reason is None or request.summary
+        job = EnsembleJob(
+            n, (len(times), len(outputs)), run_batch, memory,
+            summary=OVER_OK_MEMBERS if request.summary else None, bins=o.quantile_bins,
+            pilot=Pilot.sample(bundling.pilot(n, o.pilot_size, request.seed)) if pilot else None,
+            order=order if reason is None else None,
+            spill=Spill(o.spill_bytes, prefix="sbmlgpu-ode-"), progress=request.progress,
+            desc="trajectories")
+        outcome = run_ensemble(job, scheduler, profiler)
+        if not outcome.root:  # an MPI rank other than the root: the root has the result
+            return TimeCourseResult(times=times, ids=outputs, data=outcome.data,
+                                    status=outcome.status,
+                                    metadata={"backend": "ode", "mpi_rank": scheduler.rank})
+        plan = plans[0] if plans else bundling.BundlePlan(None, reason or "")
+        steps = np.asarray(outcome.extras.get("steps", ()), dtype=np.int64)
         extra: dict[str, Any] = {}
         if request.summary:
-            merged: BatchStats | None = None
-            for stats in batch_stats:
-                merged = stats if merged is None else merged.merge(stats)
-            summary, resolution = to_summary(merged, ranges, (len(times), len(outputs)),
-                                             DEFAULT_QUANTILES, n)
-            extra["quantile_resolution_max"] = float(np.nanmax(resolution)) if resolution.size \
-                else 0.0
-            extra["quantiles_from"] = (f"on-{'device' if first_device else 'host'} "
+            grid = outcome.target.grid
+            extra["quantile_resolution_max"] = float(np.nanmax(grid.width)) if cols else 0.0
+            extra["quantiles_from"] = (f"on-{'device' if on_device else 'host'} "
                                        f"histograms, {o.quantile_bins} bins per column over "
                                        f"the pilot's range")
         self.last_run = {
@@ -210,17 +193,17 @@ class OdeProgram(Program):
             "steps_max": int(steps.max()) if n else 0, "jacobian": source.jacobian,
             "wall_seconds": time.perf_counter() - started, **extra,
         }
-        if data_note:
-            self.last_run["data"] = data_note
+        if outcome.spill_note:
+            self.last_run["data"] = outcome.spill_note
         self.last_steps = steps  # per member, original order
-        self.last_order = order  # launch order (bundled), None when unbundled
+        # launch order (bundled), None when unbundled
+        self.last_order = outcome.permutation.order if outcome.permutation is not None else None
         metadata = {"backend": "ode", "device": ", ".join(
             d.properties.name for d in devices) if devices else f"cpu ({engine.name})",
             "options": asdict(o), **self.last_run}
-        if request.summary:
-            return TimeCourseResult(times=times, ids=outputs, data=None, status=status, summary=summary,
-                          metadata=metadata)
-        return TimeCourseResult(times=times, ids=outputs, data=data, status=status, metadata=metadata)
+        return TimeCourseResult(times=times, ids=outputs, data=outcome.data,
+                                status=outcome.status, summary=outcome.summary,
+                                metadata=metadata)
 
     # -- helpers ----------------------------------------------------------------
     def _method(self, model: KernelModel, table: np.ndarray, times: np.ndarray):
@@ -238,20 +221,6 @@ class OdeProgram(Program):
                     engine.kernel(device)
             else:
                 engine.kernel(device)
-
-    def _destination(self, n: int, n_times: int, n_outputs: int):
-        """The (members, times, outputs) float64 array the batches write into: in
-        memory, or a memory-mapped file (already unlinked, so it disappears with the
-        result) when larger than --spill-bytes."""
-        nbytes = n * n_times * n_outputs * 8
-        if nbytes <= self.options.spill_bytes:
-            return np.empty((n, n_times, n_outputs), dtype=np.float64), ""
-        fd, path = tempfile.mkstemp(prefix="sbmlgpu-ode-", suffix=".npy")
-        os.close(fd)
-        data = np.lib.format.open_memmap(path, mode="w+", dtype=np.float64,
-                                         shape=(n, n_times, n_outputs))
-        os.unlink(path)  # the mapping keeps the pages; the file goes with the last reference
-        return data, f"{nbytes / 1e9:.3g} GB of time courses memory-mapped from {path} (unlinked)"
 
 
 def _is_constant(column) -> bool:
@@ -282,18 +251,3 @@ def _table(params: dict, varied: tuple[str, ...], n: int) -> np.ndarray:
                                             f"{n} members")
         table[j] = column
     return table
-
-
-def _combine(ordered) -> tuple[np.ndarray, np.ndarray, list]:
-    """(status, steps, [batch stats]) from the [(Batch, (status, steps, stats))] in order."""
-    if not ordered:
-        return np.zeros(0, np.int8), np.zeros(0, np.int64), []
-    status = np.concatenate([r[0] for _, r in ordered])
-    steps = np.concatenate([r[1] for _, r in ordered])
-    return status, steps, [r[2] for _, r in ordered if r[2] is not None]
-
-
-def _default_scheduler(device, progress: bool):
-    from sbmlgpu.schedule import Scheduler
-
-    return Scheduler(devices=[device] if device is not None else [], progress=progress)

@@ -93,8 +93,10 @@ class GpuEngine:
     def run(self, device, seed: int, first_item: int, n: int, ptab: np.ndarray,
             times: np.ndarray, max_firings: int, profiler=None, summary=None,
             destination: np.ndarray | None = None):
-        """Trajectories (summary None) or on-GPU statistics (summary: the accumulator
-        whose shift and bins to use). Returns (EngineOutput, sums or None, kernel ms).
+        """Trajectories (summary None) or on-GPU statistics (summary: the
+        sbmlgpu.schedule.ensemble.SummaryTarget whose shift and bins to use). Returns
+        (EngineOutput, sums or None, kernel ms); sums are S1, S2 (K, O) float64,
+        the counts (K, O) uint64 and the histograms (K, O, bins + 2) uint64 or None.
 
         Trajectories are (n, K, O) of the engine's real type: `destination` itself
         when it is a C-contiguous (n, K, O) array of that type (rows of the caller's
@@ -129,14 +131,19 @@ class GpuEngine:
                     kernel = self.module(device).function("ssa_trajectories")
                     args = head + [out_b] + tail
                 else:
-                    bins = summary.bins
+                    bin_grid = summary.grid
+                    bins = bin_grid.bins if bin_grid is not None else 0
+                    lo = bin_grid.lo if bin_grid is not None else np.zeros(K * O)
+                    inv_width = bin_grid.scale if bin_grid is not None else np.ones(K * O)
                     sums = [put(np.zeros((K, O))), put(np.zeros((K, O))),
                             put(np.zeros((K, O), np.uint64)),
                             put(np.zeros((K, O, bins + 2) if bins else 1, np.uint64))]
                     kernel = self.module(device).function("ssa_summary")
-                    args = head + [put(summary.shift), sums[0], sums[1], sums[2],
-                                   put(summary.lo), put(summary.inv_width), np.int32(bins),
-                                   sums[3]] + tail
+                    args = head + [put(np.asarray(summary.shift, np.float64).reshape(K, O)),
+                                   sums[0], sums[1], sums[2],
+                                   put(np.asarray(lo, np.float64).reshape(K, O)),
+                                   put(np.asarray(inv_width, np.float64).reshape(K, O)),
+                                   np.int32(bins), sums[3]] + tail
                 started = profiler.clock() if profiler is not None else None
                 timing = kernel.launch((grid,), (shape.block,), args,
                                        shared_bytes=shape.shared_bytes)

@@ -7,19 +7,22 @@ outputs) for --keep-source; kept sources are named after the model
 (codegen.source_name).
 
 run(): the request's varied parameters and outputs fix the generated text (varied
-parameters come from a table, the others are literals); then batches of
-realisations go through the scheduler to the GPU engine (gpu.py) or a CPU engine
-(host.py, the same kernel compiled for the CPU cores; cpu.py, numpy). Full
-trajectories go into one preallocated (members, times, outputs) array (a
-memory-mapped file when they do not fit in memory): each batch writes its rows, the
-GPU engine straight from the device in double precision; with `summary`, a pilot
-batch with full output sets the shift and histogram bins and the rest only
-accumulates statistics (stats.py), on the GPU with atomics.
+parameters come from a table, the others are literals); then core's ensemble
+runner (sbmlgpu.schedule.ensemble) takes the realisations through the scheduler to
+the GPU engine (gpu.py) or a CPU engine (host.py, the same kernel compiled for the
+CPU cores; cpu.py, numpy); this module gives it one batch at a time (`_Run.batch`)
+and the memory a realisation needs. Full trajectories go into one preallocated
+(members, times, outputs) array (a memory-mapped file, kept, when they do not fit
+in half the free memory or --trajectory-dir is given): each batch writes its rows,
+the GPU engine straight from the device in double precision. With `summary`, a
+pilot of the first --pilot realisations (part of the ensemble) with full output
+sets the shift and the histogram bins (sbmlgpu.ensemble_summary,
+OVER_REACHED_SAMPLES), and the rest only accumulates statistics: on the GPU
+shifted sums with atomics, on the CPU folded on the host by the runner.
 """
 
 from __future__ import annotations
 
-import tempfile
 import threading
 import time
 from typing import Any
@@ -28,16 +31,20 @@ import numpy as np
 
 from sbmlgpu.backend import Program, RunRequest
 from sbmlgpu.codegen.cost import count_block
+from sbmlgpu.ensemble_summary import OVER_REACHED_SAMPLES, EnsembleStats
 from sbmlgpu.errors import OptionError, UnsupportedModelError
 from sbmlgpu.results import TimeCourseResult
+from sbmlgpu.schedule.ensemble import (BatchMemory, EnsembleJob, MemberBatch, MemberResults,
+                                       Pilot, default_scheduler, run_ensemble)
+from sbmlgpu.schedule.spill import Spill
+from sbmlgpu.schedule.worker import host_free_memory
 
 from . import host, tuning
 from .codegen import Variant, kernel_source, source_name
-from .cpu import EngineOutput, NumpyEngine
+from .cpu import NumpyEngine
 from .expressions import Expressions, prepare
 from .model import SsaModel
 from .options import SsaOptions
-from .stats import SummaryAccumulator
 
 WHY_MESSAGES = {
     1: "a propensity became negative (its kinetic law is not a valid propensity at these "
@@ -140,175 +147,100 @@ class SsaProgram(Program):
                 if varied else np.zeros((0, n)))
         exprs = prepare(self.model, varied, outputs, self.order)
         engine = self._engine(exprs)
-        run = _Run(self, engine, request, scheduler, profiler, int(seed), n, ptab, outputs)
-        return run.summary() if request.summary else run.trajectories()
+        return _Run(self, engine, request, scheduler, profiler, int(seed), n, ptab,
+                    outputs).result()
 
 
 class _Run:
-    """One `run()`: batches through the scheduler, then the TimeCourseResult."""
+    """One `run()`: the ensemble through sbmlgpu.schedule.ensemble, then the result."""
 
     def __init__(self, program: SsaProgram, engine, request: RunRequest, scheduler, profiler,
                  seed: int, n: int, ptab: np.ndarray, outputs: tuple[str, ...]):
         self.program, self.engine, self.request = program, engine, request
-        self.scheduler, self.profiler = scheduler, profiler
+        self.scheduler = default_scheduler(scheduler, program.device, request.progress)
+        self.profiler = profiler
         self.seed, self.n, self.ptab, self.outputs = seed, n, ptab, outputs
         self.times = np.asarray(request.times, float)
         self.max_firings = program.options.max_firings
-        self.kernel_ms = 0.0
-        self.lock = threading.Lock()
         self.started = time.perf_counter()
 
     # -- one batch ---------------------------------------------------------------------
-    def batch(self, device, start: int, stop: int, summary=None, destination=None):
-        """One batch's EngineOutput; the GPU engine writes its trajectories into
-        `destination` (rows start:stop of the result) when it can."""
-        size = stop - start
-        pt = self.ptab[:, start:stop]
+    def batch(self, device, batch: MemberBatch) -> MemberResults:
+        """One batch: trajectories (the GPU engine writes them into `batch.rows` when
+        it can), or on the GPU with a summary target the batch's shifted sums."""
+        pt = batch.take(self.ptab)
+        target, stats = batch.summary, None
         if self.program.engine_kind == "gpu":
             device = device if device is not None else self.program.device
-            out, sums, ms = self.engine.run(device, self.seed, start, size, pt, self.times,
-                                            self.max_firings, self.profiler, summary,
-                                            destination)
+            out, sums, ms = self.engine.run(device, self.seed, batch.start, batch.size, pt,
+                                            self.times, self.max_firings, self.profiler,
+                                            target, batch.rows)
+            if sums is not None:
+                stats = EnsembleStats.of_shifted_sums(target.shift, *sums, grid=target.grid)
         else:
             began = time.perf_counter()
-            out = self.engine.run(self.seed, start, size, pt, self.times, self.max_firings)
-            sums, ms = None, (time.perf_counter() - began) * 1e3
-        with self.lock:
-            self.kernel_ms += ms
-            if summary is not None:
-                if sums is not None:
-                    summary.add_sums(*sums)
-                else:
-                    summary.add_data(out.data)
-                out = EngineOutput(None, out.status, out.why, out.firings)
-        return out
+            out = self.engine.run(self.seed, batch.start, batch.size, pt, self.times,
+                                  self.max_firings)
+            ms = (time.perf_counter() - began) * 1e3
+        return MemberResults(out.status, out.data if stats is None else None, stats,
+                             {"why": out.why, "firings": out.firings}, ms)
 
-    def map(self, first: int, stop: int, work, bytes_per_item: float, fixed_bytes: float = 0):
-        """[(start, EngineOutput)] for items first..stop-1, in order."""
-        if stop <= first:
-            return []
-        if self.scheduler is None:
-            return [(first, work(self.program.device, first, stop))]
-        align = 32 if self.program.engine_kind == "gpu" else 1
-        pieces = self.scheduler.map_batches(
-            lambda device, a, b: work(device, first + a, first + b), stop - first,
-            bytes_per_item, fixed_bytes=fixed_bytes, align=align, combine="batches",
-            progress=self.request.progress, desc="realisations")
-        return [(first + batch.start, out) for batch, out in (pieces or [])]
-
-    def item_bytes(self, trajectories: bool) -> float:
+    def memory(self, trajectories: bool, bundled: bool = False) -> BatchMemory:
         K, O = len(self.times), len(self.outputs)
         if self.program.engine_kind == "gpu":
-            return self.engine.bytes_per_item(K, trajectories)
-        # host: the engine's output, its transposed copy, the stitched result
-        return (3 * K * O * 8 if trajectories else 2 * K * O * 8) + 64
+            per_item = self.engine.bytes_per_item(K, trajectories)
+        else:  # host: the engine's output, its transposed copy, the stitched result
+            per_item = (3 * K * O * 8 if trajectories else 2 * K * O * 8) + 64
+        bins = self.program.options.histogram_bins
+        fixed = K * 8 + (0 if trajectories else K * O * 8 * (6 + bins + 2))
+        return BatchMemory(per_item, fixed, 32 if self.program.engine_kind == "gpu" else 1)
 
     # -- the two kinds of result ---------------------------------------------------------
-    def fill(self, stop: int, data: np.ndarray | None):
-        """Members 0..stop-1 with full trajectories, written into rows of `data`
-        (float64, (>= stop, times, outputs)): [(start, EngineOutput without data)].
-
-        Each batch writes its own rows (the GPU engine in double precision straight
-        from the device; otherwise one copy, converting float). Under MPI the
-        batches' data travel to rank 0, which places them; `data` None (another
-        rank) keeps nothing."""
-        K = len(self.times)
-        distributed = getattr(self.scheduler, "size", 1) > 1
-
-        def work(device, start, stop):
-            rows = data[start:stop] if data is not None and not distributed else None
-            out = self.batch(device, start, stop, destination=rows)
-            if rows is None:
-                return out
-            if out.data is not rows:
-                rows[...] = out.data
-            return EngineOutput(None, out.status, out.why, out.firings)
-
-        pieces = self.map(0, stop, work, self.item_bytes(True), fixed_bytes=K * 8)
-        for start, piece in pieces:
-            if piece.data is not None and data is not None:
-                data[start:start + len(piece.data)] = piece.data
-        return [(start, EngineOutput(None, p.status, p.why, p.firings)) for start, p in pieces]
-
-    def trajectories(self) -> TimeCourseResult:
-        K, O = len(self.times), len(self.outputs)
-        other_rank = getattr(self.scheduler, "is_root", True) is False
-        spill = None if other_rank else self._spill_file(self.n * K * O * 8)
-        data = spill if spill is not None else \
-            np.empty((0 if other_rank else self.n, K, O), dtype=np.float64)
-        pieces = self.fill(self.n, None if other_rank else data)
-        status, why, firings = self._stitch_members(pieces)
-        meta = self._metadata(firings)
-        if spill is not None:
-            meta["trajectory_file"] = str(spill.filename)
-        return TimeCourseResult(times=self.times, ids=self.outputs, data=data, status=status,
-                      metadata=meta, messages=self._messages(status, why))
-
-    def summary(self) -> TimeCourseResult:
-        if getattr(self.scheduler, "size", 1) > 1:
-            # the pilot and the sums would stay on each rank (the other ranks have no
-            # pilot data to set the shift and bins from)
-            raise OptionError("summary", "the ssa backend's --summary does not gather the "
-                                         "statistics of MPI ranks: run without MPI")
-        K, O = len(self.times), len(self.outputs)
-        bins = self.program.options.histogram_bins
-        acc = SummaryAccumulator(K, O, bins)
-        pilot_n = min(self.n, self.program.options.pilot)
-        pilot_data = np.empty((pilot_n, K, O), dtype=np.float64)
-        pilot = self.fill(pilot_n, pilot_data)
-        acc.set_reference(pilot_data)
-        acc.add_data(pilot_data)
-        fixed = K * 8 + K * O * 8 * (6 + bins + 2)
-        rest = self.map(pilot_n, self.n, lambda d, a, b: self.batch(d, a, b, acc),
-                        self.item_bytes(False), fixed_bytes=fixed)
-        status, why, firings = self._stitch_members(pilot + rest)
-        ok = int((status == 0).sum())
-        summary = acc.summary(ok, self.n - ok)
-        meta = self._metadata(firings)
+    def result(self) -> TimeCourseResult:
+        options = self.program.options
+        summary = bool(self.request.summary)
+        folder = options.trajectory_dir
+        # full trajectories go to a kept file in --trajectory-dir, or in the temporary
+        # folder when they do not fit in half the free host memory
+        spill = Spill(-1 if folder is not None else host_free_memory() // 2, folder,
+                      keep=True, prefix="sbmlgpu-ssa-", option="trajectory-dir")
+        job = EnsembleJob(
+            self.n, (len(self.times), len(self.outputs)), self.batch, self.memory,
+            summary=OVER_REACHED_SAMPLES if summary else None, bins=options.histogram_bins,
+            pilot=Pilot.first(min(self.n, options.pilot)) if summary else None,
+            spill=spill, progress=self.request.progress, desc="realisations")
+        outcome = run_ensemble(job, self.scheduler, self.profiler)
+        status = outcome.status
+        why = outcome.extras.get("why", np.zeros(0, np.int32)).astype(np.int32)
+        firings = outcome.extras.get("firings", np.zeros(0, np.uint64)).astype(np.uint64)
+        meta = self._metadata(firings, outcome.kernel_ms)
+        messages = self._messages(status, why)
+        if not summary or not outcome.root:
+            if outcome.spill_path is not None:
+                meta["trajectory_file"] = outcome.spill_path
+            return TimeCourseResult(times=self.times, ids=self.outputs, data=outcome.data,
+                                    status=status, metadata=meta, messages=messages)
         meta["summary"] = {
-            "pilot": pilot_n, "shift": "pilot mean",
+            "pilot": len(outcome.pilot.status), "shift": "pilot mean",
             "statistics": "over the samples each member reached (a failed member "
                           "contributes the samples before its failure)",
             "quantiles": ("interpolated within histogram bins (accurate to one bin width; "
-                          "clamped to the binned range)") if bins else "none (no histogram)"}
-        histograms = acc.histograms()
-        if histograms is not None:
-            meta["histograms"] = histograms.as_metadata(self.outputs)
+                          "clamped to the binned range)") if options.histogram_bins
+            else "none (no histogram)"}
+        if outcome.stats.hist is not None:
+            meta["histograms"] = _histograms(outcome.stats, len(self.times), self.outputs)
         return TimeCourseResult(times=self.times, ids=self.outputs, data=None, status=status,
-                      summary=summary, metadata=meta, messages=self._messages(status, why))
+                                summary=outcome.summary, metadata=meta, messages=messages)
 
     # -- helpers -------------------------------------------------------------------------
-    def _spill_file(self, total_bytes: int):
-        from sbmlgpu.schedule.worker import host_free_memory
-
-        directory = self.program.options.trajectory_dir
-        if directory is None and total_bytes <= host_free_memory() // 2:
-            return None
-        handle = tempfile.NamedTemporaryFile(prefix="sbmlgpu-ssa-", suffix=".npy",
-                                             dir=directory, delete=False)
-        handle.close()
-        return np.lib.format.open_memmap(handle.name, mode="w+", dtype=np.float64,
-                                         shape=(self.n, len(self.times), len(self.outputs)))
-
-    def _stitch_members(self, pieces):
-        pieces = sorted(pieces, key=lambda piece: piece[0])
-        if not pieces:
-            return np.zeros(0, np.int8), np.zeros(0, np.int32), np.zeros(0, np.uint64)
-        status = np.concatenate([p.status for _, p in pieces]).astype(np.int8)
-        why = np.concatenate([p.why for _, p in pieces]).astype(np.int32)
-        firings = np.concatenate([p.firings for _, p in pieces]).astype(np.uint64)
-        if status.size != self.n:
-            raise RuntimeError(f"ssa: {status.size} member results for {self.n} members")
-        return status, why, firings
-
     def _messages(self, status: np.ndarray, why: np.ndarray) -> dict[int, str]:
         failed = np.flatnonzero(status != 0)
         return {int(i): WHY_MESSAGES.get(int(why[i]), "failed") for i in failed[:_MAX_MESSAGES]}
 
-    def _metadata(self, firings: np.ndarray) -> dict:
+    def _metadata(self, firings: np.ndarray, kernel_ms: float) -> dict:
         p = self.program
         total = int(firings.sum()) if firings.size else 0
-        seconds = self.kernel_ms / 1e3
+        seconds = kernel_ms / 1e3
         wall = time.perf_counter() - self.started
         meta = {
             "backend": "ssa", "engine": p.engine_kind, "method": p.variant.method,
@@ -331,3 +263,14 @@ class _Run:
         if p.engine_kind == "numpy" and p.options.precision == "float":
             meta["note"] = "the numpy engine computes in double precision"
         return meta
+
+
+def _histograms(stats: EnsembleStats, n_times: int, outputs: tuple[str, ...]) -> dict:
+    """The summary's histograms for the result's metadata, per (time, output)."""
+    shape = (n_times, len(outputs))
+    grid = stats.grid
+    return {"outputs": list(outputs), "lo": grid.lo.reshape(shape).tolist(),
+            "width": grid.width.reshape(shape).tolist(),
+            "counts": stats.hist.reshape(shape + (grid.bins + 2,)).tolist(),
+            "layout": "counts[time][output][0: below lo, 1..bins, bins+1: at or above "
+                      "lo + bins * width]"}
