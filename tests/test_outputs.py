@@ -75,11 +75,11 @@ def test_names_are_checked_against_the_model():
 
 def test_every_backend_takes_its_default_outputs_from_core():
     from sbmlgpu.plugins.ode import program
-    from sbmlgpu.plugins.reference import backend
+    from sbmlgpu.plugins.reference import program as reference_program
     from sbmlgpu.plugins.ssa import model as ssa_model
 
     assert program.default_outputs is outputs.default_outputs
-    assert backend.default_outputs is outputs.default_outputs
+    assert reference_program.default_outputs is outputs.default_outputs
     net = network()
     assert ssa_model.build(net).default_outputs() == outputs.default_outputs(net)
 

@@ -143,7 +143,9 @@ def test_default_outputs_are_species_then_changing_variables():
         assignment_rules=(ir.AssignmentRule("y", 2 * sym("A")),),
         rate_rules=(ir.RateRule("z", TIME),),
     )
-    assert reference_backend.default_outputs(net) == ("A", "y", "z")
+    from sbmlgpu.plugins.reference import program
+
+    assert program.default_outputs(net) == ("A", "y", "z")
     result = sbmlgpu.run(net, end=2.0, points=3, progress=False)
     np.testing.assert_allclose(result["z"][0], [0.0, 0.5, 2.0], rtol=1e-6)  # z = t^2 / 2
     np.testing.assert_allclose(result["y"][0], 2.0)
