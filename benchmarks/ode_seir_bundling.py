@@ -33,7 +33,7 @@ PRIOR = {"beta": (0.03, 3.0), "gamma": (0.02, 2.0), "alpha": (1e-4, 1e-2), "sigm
 
 
 def run_once(device, network, times, params, bundling: bool, program_cache: dict):
-    from sbmlgpu.backend import RunRequest
+    from sbmlgpu.tasks import TimeCourse
     from sbmlgpu.plugins.ode.backend import OdeBackend
     from sbmlgpu.plugins.ode.options import OdeOptions
     from sbmlgpu.profile import Profiler
@@ -41,9 +41,9 @@ def run_once(device, network, times, params, bundling: bool, program_cache: dict
 
     options = OdeOptions(method="dopri5", rtol=1e-6, atol=1e-9, bundling=bundling).validate()
     program = OdeBackend().compile(network, options, device)
-    request = RunRequest(times=times, parameters=params, progress=False)
+    request = TimeCourse(times=times, parameters=params, progress=False)
     # compile (and load) before timing
-    warm = RunRequest(times=times, parameters={k: v[:64] for k, v in params.items()},
+    warm = TimeCourse(times=times, parameters={k: v[:64] for k, v in params.items()},
                       progress=False)
     program.run(warm, Scheduler(devices=[device], progress=False), None)
     profiler = Profiler()

@@ -109,7 +109,7 @@ def concatenated_dimerisation(copies: int) -> str:
 def measure(network, times, n: int, device, *, summary: bool = False, seed: int = 1,
             warmup: int = 4096, **options) -> dict:
     """Compile, warm up, then time one run of n realisations. Returns the figures."""
-    from sbmlgpu.backend import RunRequest
+    from sbmlgpu.tasks import TimeCourse
     from sbmlgpu.plugins.ssa.backend import SsaBackend
     from sbmlgpu.plugins.ssa.options import SsaOptions
     from sbmlgpu.profile import Profiler
@@ -119,12 +119,12 @@ def measure(network, times, n: int, device, *, summary: bool = False, seed: int 
     program = SsaBackend().compile(network, SsaOptions(**options), device)
     scheduler = Scheduler(devices=[device] if device is not None else [], progress=False)
     times = np.asarray(times, float)
-    program.run(RunRequest(times=times, n=min(n, warmup), seed=seed + 1000, progress=False),
+    program.run(TimeCourse(times=times, n=min(n, warmup), seed=seed + 1000, progress=False),
                 scheduler, None)
     setup_s = time.perf_counter() - started
     profiler = Profiler()
     started = time.perf_counter()
-    result = program.run(RunRequest(times=times, n=n, seed=seed, summary=summary,
+    result = program.run(TimeCourse(times=times, n=n, seed=seed, summary=summary,
                                     progress=False), scheduler, profiler)
     wall = time.perf_counter() - started
     meta = result.metadata

@@ -29,10 +29,6 @@ if TYPE_CHECKING:  # pragma: no cover
 #: A backend option: a dataclass field with its help text and checks (sbmlgpu.settings).
 option = setting
 
-#: The time-course task under its former name (backends written before tasks existed).
-RunRequest = TimeCourse
-
-
 @dataclass
 class BackendOptions(Settings):
     """Base of every backend's options dataclass. Subclasses declare fields with

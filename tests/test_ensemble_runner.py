@@ -268,7 +268,7 @@ def test_mpi_summary_merges_the_partials_of_every_rank():
 
 @pytest.mark.parametrize("backend", ["ode", "ssa"])
 def test_backends_on_an_mpi_rank_other_than_0_return_an_empty_result(backend):
-    from sbmlgpu.backend import RunRequest
+    from sbmlgpu.tasks import TimeCourse
 
     if backend == "ode":
         from sbmlgpu.plugins.ode.backend import OdeBackend
@@ -278,7 +278,7 @@ def test_backends_on_an_mpi_rank_other_than_0_return_an_empty_result(backend):
 
         program = OdeBackend().compile(load("seir_epidemic"),
                                        OdeOptions(cpu_engine="numpy").validate(), None)
-        request = RunRequest(times=np.linspace(0, 10, 4),
+        request = TimeCourse(times=np.linspace(0, 10, 4),
                              parameters={"beta": np.linspace(0.1, 1, 50)}, progress=False)
         outputs = 4
     else:
@@ -289,7 +289,7 @@ def test_backends_on_an_mpi_rank_other_than_0_return_an_empty_result(backend):
 
         program = SsaBackend().compile(small_dimerisation(), SsaOptions(cpu_engine="numpy"),
                                        None)
-        request = RunRequest(times=np.linspace(0, 1, 4), n=50, seed=1, progress=False)
+        request = TimeCourse(times=np.linspace(0, 1, 4), n=50, seed=1, progress=False)
         outputs = 3
     result = program.run(request, RankScheduler(1, FakeComm(received=(None, None))), None)
     assert result.data.shape == (0, 4, outputs) and result.n_members == 0

@@ -174,7 +174,7 @@ def test_signature_parser_reads_the_generated_kernel(compiler):
                                               ("rodas4", "double")])
 @pytest.mark.parametrize("summary", [False, True])
 def test_gpu_engine_path_with_a_fake_device(compiler, method, precision, summary):
-    from sbmlgpu.backend import RunRequest
+    from sbmlgpu.tasks import TimeCourse
     from sbmlgpu.plugins.ode.backend import OdeBackend
     from sbmlgpu.plugins.ode.options import OdeOptions
     from sbmlgpu.profile import Profiler
@@ -192,7 +192,7 @@ def test_gpu_engine_path_with_a_fake_device(compiler, method, precision, summary
     profiler = Profiler()
     scheduler = Scheduler(devices=[device], max_batch_items=256, progress=False,
                           profiler=profiler)
-    request = RunRequest(times=times, parameters=params, summary=summary, progress=False)
+    request = TimeCourse(times=times, parameters=params, summary=summary, progress=False)
     result = program.run(request, scheduler, profiler)
     assert result.metadata["engine"] == "gpu"
     assert len(scheduler.last_batches) >= 3

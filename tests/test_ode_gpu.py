@@ -138,14 +138,14 @@ def test_gpu_summary_matches_full_time_courses(device):
 
 
 def test_gpu_batches_through_the_scheduler_and_profiler(device):
-    from sbmlgpu.backend import RunRequest
+    from sbmlgpu.tasks import TimeCourse
     from sbmlgpu.plugins.ode.backend import OdeBackend
     from sbmlgpu.plugins.ode.options import OdeOptions
     from sbmlgpu.profile import Profiler
     from sbmlgpu.schedule import Scheduler
 
     net = load("lorenz")
-    request = RunRequest(times=np.linspace(0, 1, 5),
+    request = TimeCourse(times=np.linspace(0, 1, 5),
                          parameters={"rho": np.linspace(0, 21, 100_000)}, progress=False)
     program = OdeBackend().compile(net, OdeOptions(method="rk4").validate(), device)
     profiler = Profiler()

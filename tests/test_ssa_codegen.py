@@ -54,9 +54,9 @@ def test_kept_sources_are_named_after_the_model():
 
 
 def _request(**kw):
-    from sbmlgpu.backend import RunRequest
+    from sbmlgpu.tasks import TimeCourse
 
-    return RunRequest(times=np.array([0.0, 1.0]), n=2, seed=1, progress=False, **kw)
+    return TimeCourse(times=np.array([0.0, 1.0]), n=2, seed=1, progress=False, **kw)
 
 
 def test_the_kernel_opens_with_a_table_of_the_sbml_ids_it_uses():

@@ -10,7 +10,7 @@ import sympy as sp
 
 import sbmlgpu
 from sbmlgpu import ir
-from sbmlgpu.backend import RunRequest
+from sbmlgpu.tasks import TimeCourse
 from sbmlgpu.codegen.compile_check import nvcc_available, nvcc_compile
 from sbmlgpu.errors import OptionError
 from sbmlgpu.ir import TIME, sym
@@ -75,16 +75,16 @@ def test_numpy_engine_and_compiled_kernel_give_identical_realisations(variant, w
 def test_same_seed_same_realisations_whatever_the_batches(engine):
     net = small_dimerisation()
     program = SsaBackend().compile(net, SsaOptions(cpu_engine=engine), None)
-    request = RunRequest(times=np.linspace(0, 10, 6), n=90, seed=42, progress=False)
+    request = TimeCourse(times=np.linspace(0, 10, 6), n=90, seed=42, progress=False)
     whole = program.run(request, Scheduler(devices=[], progress=False), None)
     split = Scheduler(devices=[], max_batch_items=37, progress=False)
     pieces = program.run(request, split, None)
     assert len(split.last_batches) == 3
     assert np.array_equal(whole.data, pieces.data)
-    other = program.run(RunRequest(times=request.times, n=90, seed=43, progress=False), None)
+    other = program.run(TimeCourse(times=request.times, n=90, seed=43, progress=False), None)
     assert not np.array_equal(whole.data, other.data)
     # member i is realisation i: the first 30 of 90 are the 30 of a smaller run
-    fewer = program.run(RunRequest(times=request.times, n=30, seed=42, progress=False), None)
+    fewer = program.run(TimeCourse(times=request.times, n=30, seed=42, progress=False), None)
     assert np.array_equal(fewer.data, whole.data[:30])
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import sbmlgpu
-from sbmlgpu.backend import RunRequest
+from sbmlgpu.tasks import TimeCourse
 from sbmlgpu.plugins.ssa.backend import SsaBackend
 from sbmlgpu.plugins.ssa.options import SsaOptions
 from sbmlgpu.schedule import Scheduler
@@ -54,7 +54,7 @@ def _z_means(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def test_gpu_realisations_equal_the_cpu_ones(devices):
-    request = RunRequest(times=np.linspace(0, 10, 21), n=2000, seed=5, progress=False)
+    request = TimeCourse(times=np.linspace(0, 10, 21), n=2000, seed=5, progress=False)
     gpu = gpu_run(devices, small_dimerisation(), request)
     cpu = cpu_run(small_dimerisation(), request)
     same = np.all(gpu.data == cpu.data, axis=(1, 2))
@@ -63,9 +63,9 @@ def test_gpu_realisations_equal_the_cpu_ones(devices):
 
 
 def test_gpu_and_cpu_statistics_agree_on_decay_dimerisation(devices):
-    request = RunRequest(times=np.linspace(0, 5, 11), n=20000, seed=1, progress=False)
+    request = TimeCourse(times=np.linspace(0, 5, 11), n=20000, seed=1, progress=False)
     gpu = gpu_run(devices, dimerisation(), request).data
-    cpu = cpu_run(dimerisation(), RunRequest(times=request.times, n=4000, seed=2,
+    cpu = cpu_run(dimerisation(), TimeCourse(times=request.times, n=4000, seed=2,
                                              progress=False)).data
     z = _z_means(gpu[:, 1:], cpu[:, 1:])
     assert np.nanmax(np.abs(z)) < 4.5, z
@@ -82,7 +82,7 @@ def test_dsmts_cases_pass_on_the_gpu(devices, number):
 
 
 def test_same_seed_same_realisations_whatever_the_batches_and_gpus(devices):
-    request = RunRequest(times=np.linspace(0, 10, 11), n=5000, seed=77, progress=False)
+    request = TimeCourse(times=np.linspace(0, 10, 11), n=5000, seed=77, progress=False)
     whole = gpu_run(devices, small_dimerisation(), request)
     split = Scheduler(devices=devices[:1], max_batch_items=1024 + 64, progress=False)
     pieces = gpu_run(devices, small_dimerisation(), request, split)
@@ -96,7 +96,7 @@ def test_same_seed_same_realisations_whatever_the_batches_and_gpus(devices):
 
 @pytest.mark.parametrize("layout", ["fat", "thin"])
 def test_layouts_give_the_same_realisations_as_registers(devices, layout):
-    request = RunRequest(times=np.linspace(0, 2, 11), n=4096, seed=8, progress=False)
+    request = TimeCourse(times=np.linspace(0, 2, 11), n=4096, seed=8, progress=False)
     reference = gpu_run(devices, dimerisation(), request, layout="register").data
     other = gpu_run(devices, dimerisation(), request, layout=layout).data
     same = np.all(reference == other, axis=(1, 2))
@@ -104,9 +104,9 @@ def test_layouts_give_the_same_realisations_as_registers(devices, layout):
 
 
 def test_optimized_method_has_the_direct_methods_statistics(devices):
-    request = RunRequest(times=np.linspace(0, 2, 11), n=20000, seed=4, progress=False)
+    request = TimeCourse(times=np.linspace(0, 2, 11), n=20000, seed=4, progress=False)
     direct = gpu_run(devices, dimerisation(), request, method="direct").data
-    optimized = gpu_run(devices, dimerisation(), RunRequest(times=request.times, n=20000,
+    optimized = gpu_run(devices, dimerisation(), TimeCourse(times=request.times, n=20000,
                                                             seed=5, progress=False),
                         method="optimized", layout="thin").data
     assert np.nanmax(np.abs(_z_means(direct[:, 1:], optimized[:, 1:]))) < 4.5
@@ -114,9 +114,9 @@ def test_optimized_method_has_the_direct_methods_statistics(devices):
 
 def test_on_gpu_summary_equals_the_statistics_of_the_same_trajectories(devices):
     times = np.linspace(0, 2, 11)
-    full = gpu_run(devices, dimerisation(), RunRequest(times=times, n=30000, seed=6,
+    full = gpu_run(devices, dimerisation(), TimeCourse(times=times, n=30000, seed=6,
                                                        progress=False)).data
-    summ = gpu_run(devices, dimerisation(), RunRequest(times=times, n=30000, seed=6,
+    summ = gpu_run(devices, dimerisation(), TimeCourse(times=times, n=30000, seed=6,
                                                        summary=True, progress=False), pilot=512)
     assert summ.data is None and summ.summary.n_used == 30000
     np.testing.assert_allclose(summ.summary.mean, full.mean(axis=0), rtol=1e-12, atol=1e-9)
@@ -128,7 +128,7 @@ def test_on_gpu_summary_equals_the_statistics_of_the_same_trajectories(devices):
 def test_trajectories_in_batches_fill_memory_and_file_alike(devices, tmp_path):
     """Each batch's rows come from the device (transposed there): in memory or in the
     spill file, in double or float, the same numbers."""
-    request = RunRequest(times=np.linspace(0, 10, 7), n=3000, seed=12, progress=False)
+    request = TimeCourse(times=np.linspace(0, 10, 7), n=3000, seed=12, progress=False)
     split = Scheduler(devices=devices[:1], max_batch_items=1024, progress=False)
     whole = gpu_run(devices, small_dimerisation(), request)
     spilled = gpu_run(devices, small_dimerisation(), request, split,
@@ -142,7 +142,7 @@ def test_trajectories_in_batches_fill_memory_and_file_alike(devices, tmp_path):
 
 
 def test_float_precision_and_block_sizes(devices):
-    request = RunRequest(times=np.linspace(0, 2, 5), n=8192, seed=2, progress=False)
+    request = TimeCourse(times=np.linspace(0, 2, 5), n=8192, seed=2, progress=False)
     double = gpu_run(devices, dimerisation(), request).data
     for block in (64, 192, 384, 1024):
         other = gpu_run(devices, dimerisation(), request, block_size=block).data

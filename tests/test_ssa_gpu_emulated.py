@@ -17,7 +17,7 @@ import ctypes
 import numpy as np
 import pytest
 
-from sbmlgpu.backend import RunRequest
+from sbmlgpu.tasks import TimeCourse
 from sbmlgpu.runtime.base import (Buffer, Device, DeviceProperties, Kernel, KernelAttributes,
                                   LaunchTiming, Module)
 from sbmlgpu.plugins.ssa import host
@@ -181,7 +181,7 @@ def _cpu(request, **options):
 @pytest.mark.parametrize("layout", ["register", "fat", "thin"])
 def test_gpu_path_returns_the_cpu_realisations(layout):
     device = FakeDevice()
-    request = RunRequest(times=np.linspace(0, 10, 11), n=300, seed=3, progress=False)
+    request = TimeCourse(times=np.linspace(0, 10, 11), n=300, seed=3, progress=False)
     gpu = _run(device, request, layout=layout)
     assert gpu.metadata["engine"] == "gpu" and gpu.metadata["layout"] == layout
     assert np.array_equal(gpu.data, _cpu(request, layout=layout).data)
@@ -191,7 +191,7 @@ def test_gpu_path_returns_the_cpu_realisations(layout):
 
 
 def test_gpu_path_batches_and_several_devices_change_nothing():
-    request = RunRequest(times=np.linspace(0, 10, 6), n=500, seed=9, progress=False)
+    request = TimeCourse(times=np.linspace(0, 10, 6), n=500, seed=9, progress=False)
     one = _run(FakeDevice(), request)
     devices = [FakeDevice(0), FakeDevice(1)]
     split = Scheduler(devices=devices, max_batch_items=96, progress=False)
@@ -204,9 +204,9 @@ def test_gpu_path_batches_and_several_devices_change_nothing():
 def test_gpu_summary_uses_a_pilot_then_the_summary_kernel():
     device = FakeDevice()
     times = np.linspace(0, 10, 6)
-    full = _run(device, RunRequest(times=times, n=700, seed=4, progress=False))
+    full = _run(device, TimeCourse(times=times, n=700, seed=4, progress=False))
     device.log.clear()
-    summ = _run(device, RunRequest(times=times, n=700, seed=4, summary=True, progress=False),
+    summ = _run(device, TimeCourse(times=times, n=700, seed=4, summary=True, progress=False),
                 pilot=100)
     kinds = [entry[0] for entry in device.log]
     assert kinds[0] == "ssa_trajectories" and "ssa_summary" in kinds
@@ -219,7 +219,7 @@ def test_gpu_summary_uses_a_pilot_then_the_summary_kernel():
 
 def test_fat_layout_shrinks_its_block_to_the_shared_memory():
     device = FakeDevice(shared=40 * 7 * 8)  # room for 40 threads of 7 doubles
-    request = RunRequest(times=np.linspace(0, 1, 3), n=50, seed=1, progress=False)
+    request = TimeCourse(times=np.linspace(0, 1, 3), n=50, seed=1, progress=False)
     _run(device, request, layout="fat")
     _, _, block, shared = device.log[0]
     assert block[0] == 32 and shared == 32 * 7 * 8
@@ -233,7 +233,7 @@ def test_profiler_gets_the_firings_of_each_launch():
     device = FakeDevice()
     program = SsaBackend().compile(small_dimerisation(), SsaOptions(), device)
     profiler = Profiler()
-    result = program.run(RunRequest(times=np.linspace(0, 10, 3), n=64, seed=1, progress=False),
+    result = program.run(TimeCourse(times=np.linspace(0, 10, 3), n=64, seed=1, progress=False),
                          Scheduler(devices=[device], progress=False), profiler)
     record, transpose = profiler.records
     assert record.meta["firings"] == result.metadata["firings"] > 0
@@ -246,7 +246,7 @@ def test_trajectories_go_from_the_device_into_the_rows_of_the_result(precision):
     """Double: each batch's download fills its rows of the result itself; float: a
     float32 block that the caller converts. Either way the CPU's numbers."""
     devices = [FakeDevice(0), FakeDevice(1)]
-    request = RunRequest(times=np.linspace(0, 10, 5), n=200, seed=7, progress=False)
+    request = TimeCourse(times=np.linspace(0, 10, 5), n=200, seed=7, progress=False)
     split = Scheduler(devices=devices, max_batch_items=64, progress=False)
     gpu = _run(devices[0], request, split, precision=precision)
     assert gpu.data.dtype == np.float64 and gpu.data.shape[:2] == (200, 5)
@@ -259,7 +259,7 @@ def test_trajectories_go_from_the_device_into_the_rows_of_the_result(precision):
 
 
 def test_trajectories_spilled_to_a_file_equal_those_in_memory(tmp_path):
-    request = RunRequest(times=np.linspace(0, 10, 4), n=150, seed=5, progress=False)
+    request = TimeCourse(times=np.linspace(0, 10, 4), n=150, seed=5, progress=False)
     split = Scheduler(devices=[FakeDevice()], max_batch_items=64, progress=False)
     spilled = _run(split.devices[0], request, split, trajectory_dir=str(tmp_path))
     path = spilled.metadata["trajectory_file"]

@@ -61,7 +61,7 @@ class Permutation:
         return f"Permutation(n={len(self)}, group={self.group})"
 
     def apply(self, values: Any, axis: int = 0) -> Any:
-        """`values` (array, or dict of arrays such as RunRequest.parameters) in the new order."""
+        """`values` (array, or dict of arrays such as TimeCourse.parameters) in the new order."""
         return self._take(values, self.order, axis)
 
     def restore(self, values: Any, axis: int = 0) -> Any:

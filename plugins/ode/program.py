@@ -1,4 +1,4 @@
-"""`OdeProgram.run`: one ensemble from request to Result.
+"""`OdeProgram.run`: one ensemble from task to Result.
 
 1. Specialise: the kernel (kernels/ode.cu, composed from sbmlgpu.ode's templates)
    is generated for this run's varied parameters and outputs (cached per
@@ -25,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from sbmlgpu.backend import Program, RunRequest
+from sbmlgpu.backend import Program
+from sbmlgpu.tasks import TimeCourse
 from sbmlgpu.ensemble_summary import OVER_OK_MEMBERS
 from sbmlgpu.errors import OptionError
 from sbmlgpu.ir import Network
@@ -101,13 +102,13 @@ class OdeProgram(Program):
         return self._engines[key]
 
     # -- run --------------------------------------------------------------------
-    def run(self, request: RunRequest, scheduler=None, profiler=None) -> TimeCourseResult:
+    def run(self, task: TimeCourse, scheduler=None, profiler=None) -> TimeCourseResult:
         started = time.perf_counter()
         o = self.options
-        outputs = tuple(request.outputs or default_outputs(self.network))
-        times = np.asarray(request.times, dtype=float)
-        n = int(request.ensemble_size)
-        params = dict(request.parameters or {})
+        outputs = tuple(task.outputs or default_outputs(self.network))
+        times = np.asarray(task.times, dtype=float)
+        n = int(task.ensemble_size)
+        params = dict(task.parameters or {})
         # a column with one value over an ensemble does not vary: it becomes a literal
         # of the kernel (a single member keeps its values in the table, so that runs
         # one after another with other values reuse the compiled kernel)
@@ -123,9 +124,9 @@ class OdeProgram(Program):
         table = table64.astype(engine.dtype, copy=False)
         rtol, atol = o.tolerances
         config = LaunchConfig(rtol=rtol, atol=atol, h0=o.h0, max_step=o.max_step, dt=o.dt,
-                              max_steps=o.max_steps, seed=int(request.seed),
+                              max_steps=o.max_steps, seed=int(task.seed),
                               block_size=o.block_size)
-        scheduler = default_scheduler(scheduler, self.device, request.progress)
+        scheduler = default_scheduler(scheduler, self.device, task.progress)
         devices = list(getattr(scheduler, "local_devices", ()) or ([self.device] if self.device
                                                                   else []))
         self._compile_everywhere(engine, devices, profiler)
@@ -163,13 +164,13 @@ class OdeProgram(Program):
                 + len(times) * itemsize
             return BatchMemory(per_member, fixed, WARP if bundled else 1)
 
-        pilot = reason is None or request.summary
+        pilot = reason is None or task.summary
         job = EnsembleJob(
             n, (len(times), len(outputs)), run_batch, memory,
-            summary=OVER_OK_MEMBERS if request.summary else None, bins=o.quantile_bins,
-            pilot=Pilot.sample(bundling.pilot(n, o.pilot_size, request.seed)) if pilot else None,
+            summary=OVER_OK_MEMBERS if task.summary else None, bins=o.quantile_bins,
+            pilot=Pilot.sample(bundling.pilot(n, o.pilot_size, task.seed)) if pilot else None,
             order=order if reason is None else None,
-            spill=Spill(o.spill_bytes, prefix="sbmlgpu-ode-"), progress=request.progress,
+            spill=Spill(o.spill_bytes, prefix="sbmlgpu-ode-"), progress=task.progress,
             desc="trajectories")
         outcome = run_ensemble(job, scheduler, profiler)
         if not outcome.root:  # an MPI rank other than the root: the root has the result
@@ -179,7 +180,7 @@ class OdeProgram(Program):
         plan = plans[0] if plans else bundling.BundlePlan(None, reason or "")
         steps = np.asarray(outcome.extras.get("steps", ()), dtype=np.int64)
         extra: dict[str, Any] = {}
-        if request.summary:
+        if task.summary:
             grid = outcome.target.grid
             extra["quantile_resolution_max"] = float(np.nanmax(grid.width)) if cols else 0.0
             extra["quantiles_from"] = (f"on-{'device' if on_device else 'host'} "

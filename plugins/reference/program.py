@@ -57,7 +57,7 @@ class ReferenceProgram(Program):
         self.options = options
         self.sources = {}  # nothing is generated on the CPU path
 
-    def _member(self, request: TimeCourse, i: int, outputs) -> tuple[np.ndarray | None,
+    def _member(self, task: TimeCourse, i: int, outputs) -> tuple[np.ndarray | None,
                                                                      Status, str]:
         """One member's outputs, with the status of its integration: the solver's,
         or non_finite where a state stopped being finite. Outputs that the model's
@@ -65,13 +65,13 @@ class ReferenceProgram(Program):
         are results, not failures: the SBML Test Suite expects some."""
         from sbmlgpu import reference
 
-        params = ({k: float(np.asarray(v).reshape(-1)[i]) for k, v in request.parameters.items()}
-                  if request.parameters else None)
+        params = ({k: float(np.asarray(v).reshape(-1)[i]) for k, v in task.parameters.items()}
+                  if task.parameters else None)
         o = self.options
         try:
-            traj = reference.simulate(self.compiled, request.times, parameters=params,
+            traj = reference.simulate(self.compiled, task.times, parameters=params,
                                       rtol=o.rtol, atol=o.atol, method=o.method,
-                                      max_step=o.max_step, seed=request.seed)
+                                      max_step=o.max_step, seed=task.seed)
         except SimulationError as exc:
             return None, Status.failed, str(exc)
         values = evaluate(traj, outputs)
@@ -80,16 +80,16 @@ class ReferenceProgram(Program):
             status, message = _states_finite(traj)
         return values, status, message
 
-    def run(self, request: TimeCourse, scheduler=None, profiler=None) -> TimeCourseResult:
-        outputs = tuple(request.outputs or default_outputs(self.network))
-        n, times = request.ensemble_size, request.times
+    def run(self, task: TimeCourse, scheduler=None, profiler=None) -> TimeCourseResult:
+        outputs = tuple(task.outputs or default_outputs(self.network))
+        n, times = task.ensemble_size, task.times
         data = np.full((n, len(times), len(outputs)), np.nan)
         status = np.zeros(n, np.int8)
         messages: dict[int, str] = {}
         started = time.perf_counter()
-        with _progress(scheduler, n, request.progress) as bar:
+        with _progress(scheduler, n, task.progress) as bar:
             for i in range(n):
-                values, st, message = self._member(request, i, outputs)
+                values, st, message = self._member(task, i, outputs)
                 if values is not None:
                     rows = min(len(values), len(times))  # a failed run may stop early
                     data[i, :rows] = values[:rows]
@@ -99,7 +99,7 @@ class ReferenceProgram(Program):
                 bar.advance(1)
         result = TimeCourseResult(times=times, ids=outputs, data=data, status=status, messages=messages,
                         metadata=self._metadata(time.perf_counter() - started))
-        return result.with_summary(keep_members=False) if request.summary else result
+        return result.with_summary(keep_members=False) if task.summary else result
 
     def _metadata(self, seconds: float) -> dict[str, Any]:
         return {"backend": "reference", "device": "cpu", "options": asdict(self.options),

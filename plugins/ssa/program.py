@@ -6,7 +6,7 @@ presimulation), and the default kernel source (nominal parameters, default
 outputs) for --keep-source; kept sources are named after the model
 (codegen.source_name).
 
-run(): the request's varied parameters and outputs fix the generated text (varied
+run(): the task's varied parameters and outputs fix the generated text (varied
 parameters come from a table, the others are literals); then core's ensemble
 runner (sbmlgpu.schedule.ensemble) takes the realisations through the scheduler to
 the GPU engine (gpu.py) or a CPU engine (host.py, the same kernel compiled for the
@@ -29,7 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from sbmlgpu.backend import Program, RunRequest
+from sbmlgpu.backend import Program
+from sbmlgpu.tasks import TimeCourse
 from sbmlgpu.codegen.cost import count_block
 from sbmlgpu.ensemble_summary import OVER_REACHED_SAMPLES, EnsembleStats
 from sbmlgpu.errors import OptionError, UnsupportedModelError
@@ -133,34 +134,34 @@ class SsaProgram(Program):
             return engine
 
     # -- running ---------------------------------------------------------------------
-    def run(self, request: RunRequest, scheduler=None, profiler=None) -> TimeCourseResult:
-        seed = request.seed
+    def run(self, task: TimeCourse, scheduler=None, profiler=None) -> TimeCourseResult:
+        seed = task.seed
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) \
                 or not 0 <= int(seed) < 2**64:
             raise OptionError("seed", f"{seed!r}: need an integer from 0 to 2^64 - 1")
-        outputs = tuple(request.outputs or self.model.default_outputs())
+        outputs = tuple(task.outputs or self.model.default_outputs())
         for o in outputs:
             self.model.output_expression(o)
-        n = int(request.ensemble_size)
-        varied = tuple(request.parameters) if request.parameters else ()
-        ptab = (np.stack([np.asarray(request.parameters[v], float).reshape(-1) for v in varied])
+        n = int(task.ensemble_size)
+        varied = tuple(task.parameters) if task.parameters else ()
+        ptab = (np.stack([np.asarray(task.parameters[v], float).reshape(-1) for v in varied])
                 if varied else np.zeros((0, n)))
         exprs = prepare(self.model, varied, outputs, self.order)
         engine = self._engine(exprs)
-        return _Run(self, engine, request, scheduler, profiler, int(seed), n, ptab,
+        return _Run(self, engine, task, scheduler, profiler, int(seed), n, ptab,
                     outputs).result()
 
 
 class _Run:
     """One `run()`: the ensemble through sbmlgpu.schedule.ensemble, then the result."""
 
-    def __init__(self, program: SsaProgram, engine, request: RunRequest, scheduler, profiler,
+    def __init__(self, program: SsaProgram, engine, task: TimeCourse, scheduler, profiler,
                  seed: int, n: int, ptab: np.ndarray, outputs: tuple[str, ...]):
-        self.program, self.engine, self.request = program, engine, request
-        self.scheduler = default_scheduler(scheduler, program.device, request.progress)
+        self.program, self.engine, self.task = program, engine, task
+        self.scheduler = default_scheduler(scheduler, program.device, task.progress)
         self.profiler = profiler
         self.seed, self.n, self.ptab, self.outputs = seed, n, ptab, outputs
-        self.times = np.asarray(request.times, float)
+        self.times = np.asarray(task.times, float)
         self.max_firings = program.options.max_firings
         self.started = time.perf_counter()
 
@@ -198,7 +199,7 @@ class _Run:
     # -- the two kinds of result ---------------------------------------------------------
     def result(self) -> TimeCourseResult:
         options = self.program.options
-        summary = bool(self.request.summary)
+        summary = bool(self.task.summary)
         folder = options.trajectory_dir
         # full trajectories go to a kept file in --trajectory-dir, or in the temporary
         # folder when they do not fit in half the free host memory
@@ -208,7 +209,7 @@ class _Run:
             self.n, (len(self.times), len(self.outputs)), self.batch, self.memory,
             summary=OVER_REACHED_SAMPLES if summary else None, bins=options.histogram_bins,
             pilot=Pilot.first(min(self.n, options.pilot)) if summary else None,
-            spill=spill, progress=self.request.progress, desc="realisations")
+            spill=spill, progress=self.task.progress, desc="realisations")
         outcome = run_ensemble(job, self.scheduler, self.profiler)
         status = outcome.status
         why = outcome.extras.get("why", np.zeros(0, np.int32)).astype(np.int32)
