@@ -209,3 +209,21 @@ def test_cli_run_summary_and_plot(compiler, tmp_path, capsys):
     assert (tmp_path / "seir_epidemic.csv").is_file() and (tmp_path / "seir_epidemic.png").is_file()
     header = (tmp_path / "seir_epidemic.csv").read_text().splitlines()[0]
     assert header.startswith("time,S_mean,S_sd,S_q5")
+
+
+@pytest.mark.parametrize("method", ["rk4", "dopri5"])
+def test_a_model_without_states_runs_on_the_numpy_engine(method):
+    """Only rules, no state: the numpy engine integrates a dummy row, as the kernel does,
+    and evaluates the outputs from the model's own (no) states."""
+    from tests.sbml_strings import model, parameter
+
+    rules = ('<assignmentRule variable="y"><math xmlns="http://www.w3.org/1998/Math/MathML">'
+             '<apply><times/><ci>k</ci><csymbol encoding="text" definitionURL='
+             '"http://www.sbml.org/sbml/symbols/time">t</csymbol></apply></math>'
+             '</assignmentRule>')
+    net = sbmlgpu.load(model("", parameter("k", 2.0) + parameter("y", 0.0, constant=False),
+                             rules=rules))
+    times = np.linspace(0, 1, 5)
+    result = sbmlgpu.run(net, "ode", times=times, outputs=["y"], device="cpu",
+                         options={"cpu_engine": "numpy", "method": method})
+    np.testing.assert_allclose(result["y"][0], 2.0 * times)

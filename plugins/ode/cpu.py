@@ -71,13 +71,17 @@ class NumpyEngine:
         return np.stack([np.broadcast_to(np.asarray(v, dtype=float), shape) for v in values]) \
             if values else np.zeros((0,) + shape)
 
+    # A model without states integrates one dummy state row (as the kernel does); the
+    # generated functions take only the model's own states.
     def f(self, t, x, p) -> np.ndarray:
+        if not self.model.n_states:
+            return np.zeros_like(x)
         with np.errstate(all="ignore"):
             return self._stack(self._rhs(t, *x, *p), x.shape[1:])
 
     def outputs(self, t, x, p) -> np.ndarray:
         with np.errstate(all="ignore"):
-            return self._stack(self._out(t, *x, *p), x.shape[1:])
+            return self._stack(self._out(t, *x[:self.model.n_states], *p), x.shape[1:])
 
     # -- run ----------------------------------------------------------------------
     def run(self, device, table: np.ndarray, times: np.ndarray, n_outputs: int, config,
