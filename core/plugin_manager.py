@@ -163,12 +163,21 @@ def reset() -> None:
 
 
 def _origins(pm: pluggy.PluginManager) -> dict[int, tuple[str, str]]:
-    origins = {id(plugin): (dist.metadata["Name"], dist.version)
-               for plugin, dist in pm.list_plugin_distinfo()}
-    from . import __version__
-    from .results import writers as core_writers
-    origins[id(core_writers)] = ("sbmlgpu", __version__)
-    return origins
+    """{id(plugin): (distribution, version)}, memoised per set of registered plugins:
+    reading a distribution's metadata parses its METADATA file, and every run asks
+    several times (backend, provider, transforms, observers)."""
+    pairs = pm.list_plugin_distinfo()  # pluggy wraps each dist anew: key by plugin
+    key = tuple(id(plugin) for plugin, _ in pairs)
+    cache = pm.__dict__.setdefault("sbmlgpu_origins", {})
+    if key not in cache:
+        from . import __version__
+        from .results import writers as core_writers
+
+        origins = {id(plugin): (dist.metadata["Name"], dist.version) for plugin, dist in pairs}
+        origins[id(core_writers)] = ("sbmlgpu", __version__)
+        cache.clear()
+        cache[key] = origins
+    return cache[key]
 
 
 def _calls(pm: pluggy.PluginManager, hook_name: str):

@@ -112,6 +112,20 @@ class Status(int, metaclass=_StatusType):
         return cls._by_name.get(name, cls._by_name["failed"])
 
     @classmethod
+    def all_defined(cls, codes: np.ndarray) -> bool:
+        """True when every code in the integer array `codes` is a defined status: a
+        range check, and a table lookup only where the defined codes have gaps (an
+        ensemble of 10^7 members must not pay for a set-membership test)."""
+        low, high = int(codes.min()), int(codes.max())
+        if low < 0 or high > max(cls._by_code):
+            return False
+        if len(cls._by_code) == max(cls._by_code) + 1:  # 0..max all defined
+            return True
+        table = np.zeros(max(cls._by_code) + 1, dtype=bool)
+        table[list(cls._by_code)] = True
+        return bool(table[codes].all())
+
+    @classmethod
     def names(cls) -> np.ndarray:
         """The name of every code from 0 to the largest defined ('' for gaps): what a
         file stores beside the codes."""

@@ -63,8 +63,7 @@ class TimeCourseResult(Result):
             self.status = np.zeros(self.data.shape[0], np.int8)
         status = np.asarray(self.status).reshape(-1)
         if status.dtype.kind in "iu":  # codes already (large ensembles: no Python loop)
-            if status.size and (status.min() < 0 or status.max() > max(Status)
-                                or not np.isin(status, list(Status)).all()):
+            if status.size and not Status.all_defined(status):
                 raise ValueError(f"status codes must be defined ones: "
                                  f"{', '.join(f'{s.name}={int(s)}' for s in Status)}")
             self.status = status.astype(np.int8)
