@@ -4,6 +4,8 @@ Modules (import the one you need; nothing here imports PyCUDA):
 
 - names.py          `mangle(id)` -> `s_<escaped id>`; CSE temporaries are `cse_<n>`
 - printer.py        `CudaPrinter(symbols, precision).doprint(expr)`; `CodegenError`
+- numpy_printer.py  the same arithmetic as Python: `NumpyPrinter` (arrays),
+                    `ScalarPrinter` (floats; the CPU reference), their namespaces
 - cse.py            `eliminate(exprs).render(printer)` -> (statements, outputs)
 - cost.py           `count_ops(expr)`, `count_block(block)` -> `OpCount.flops()`
 - templates.py      `render(package, file, **context)`, `dump_sources(sources, dir)`;
