@@ -22,15 +22,8 @@ pytestmark = pytest.mark.gpu
 
 
 @pytest.fixture(scope="module")
-def devices():
-    pytest.importorskip("pycuda.driver", reason="PyCUDA is not installed")
-    from sbmlgpu import runtime
-
-    runtime.reset()
-    found = runtime.get_devices()
-    if not found:
-        pytest.skip(f"no GPU: {runtime.no_gpu_reason()}")
-    return found
+def devices(gpu_devices):
+    return gpu_devices
 
 
 def program(devices, net, **options):
