@@ -20,7 +20,6 @@ from sbmlgpu.runtime.pinned import MIN_BLOCK, PinnedPool, size_class
 from sbmlgpu.runtime.streams import SerialStream
 
 from .fakes import FakeKernel
-from .test_runtime_driver import driver, make_fake_cuda  # noqa: F401 (fixture)
 
 
 def axpy_setup(device, n=10):
