@@ -44,9 +44,10 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-SHARED = next((p for p in (ROOT.parent / "shared", ROOT / "shared") if p.is_dir()),
-              ROOT.parent / "shared")
-DEFAULT_ROOT = SHARED / "models" / "petab-benchmark"
+# ../shared, ./shared or $SBMLGPU_SHARED, found as the tests find it
+from tests.shared_data import MODELS  # noqa: E402
+
+DEFAULT_ROOT = MODELS / "petab-benchmark"
 RTOL, ATOL = 1e-6, 1e-12
 POINTS = 51
 

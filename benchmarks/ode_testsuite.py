@@ -33,9 +33,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-SHARED = next((p for p in (ROOT.parent / "shared", ROOT / "shared") if p.is_dir()),
-              ROOT.parent / "shared")
-DEFAULT_SUITE = SHARED / "sbml-test-suite" / "semantic"
+# ../shared, ./shared or $SBMLGPU_SHARED, found as the tests find it
+from tests.shared_data import SEMANTIC as DEFAULT_SUITE  # noqa: E402
 TIGHT = {"rtol": 1e-10, "atol": 1e-14}
 
 

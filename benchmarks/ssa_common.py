@@ -23,7 +23,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # noqa -- run as a script from anywhere
 MODELS = ROOT / "sbml_models"
-DSMTS = ROOT.parent / "shared" / "sbml-test-suite" / "stochastic"
+# ../shared, ./shared or $SBMLGPU_SHARED, found as the tests find it
+from tests.shared_data import STOCHASTIC as DSMTS  # noqa: E402
 
 
 def arguments(description: str) -> argparse.ArgumentParser:

@@ -11,10 +11,6 @@ import sbmlgpu
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT / "sbml_models"
-# ../shared beside the checkout; a copy of the tree on the GPU machine may carry it inside
-SHARED = next((p for p in (ROOT.parent / "shared", ROOT / "shared") if p.is_dir()),
-              ROOT.parent / "shared")
-SEMANTIC = SHARED / "sbml-test-suite" / "semantic"
 
 
 def needs_compiler():

@@ -16,6 +16,8 @@ from sbmlgpu.ir import sym
 from sbmlgpu.results import TimeCourseResult
 from sbmlgpu.tasks import TimeCourse
 
+from .fakes import FakeDevice, FakeDriver
+
 
 def network():
     return ir.Network(
@@ -170,17 +172,8 @@ def test_gpu_indices_pick_devices(echo, monkeypatch):
     backend, _ = echo
     from sbmlgpu import runtime
 
-    class FakeDevice:
-        def __init__(self, index):
-            self.index = index
-            self.properties = type("P", (), {"name": f"GPU{index}"})()
-
-    class FakeDriver:
-        def devices(self):
-            return devices
-
     devices = [FakeDevice(0), FakeDevice(1)]
-    monkeypatch.setattr(runtime, "get_driver", lambda: FakeDriver())
+    monkeypatch.setattr(runtime, "get_driver", lambda: FakeDriver(devices))
     r = sbmlgpu.run(network(), "echo", end=1, points=2, device=[1])
     assert backend.seen["device"] is devices[1]
     assert r.metadata["device"] == "echo-device"  # the backend's own word wins

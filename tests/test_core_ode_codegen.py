@@ -18,7 +18,8 @@ from sbmlgpu.ode.model import KernelModel
 from sbmlgpu.plugins.ode.program import default_outputs, kernel_source
 from sbmlgpu.views import ode_system
 
-from .ode_helpers import SEMANTIC, apply, ci, cn, load, rate_rule_model
+from .ode_helpers import apply, ci, cn, load, rate_rule_model
+from .shared_data import SEMANTIC
 
 needs_nvcc = pytest.mark.skipif(not nvcc_available(), reason="nvcc not found")
 

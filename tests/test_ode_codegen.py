@@ -14,7 +14,8 @@ from sbmlgpu.plugins.ode.program import default_outputs, kernel_source
 from sbmlgpu.plugins.ode.stiffness import choose_method
 from sbmlgpu.views import ode_system
 
-from .ode_helpers import MODELS, SEMANTIC, load
+from .ode_helpers import MODELS, load
+from .shared_data import SEMANTIC, needs_semantic
 
 needs_nvcc = pytest.mark.skipif(not nvcc_available(), reason="nvcc not found")
 
@@ -66,14 +67,12 @@ def test_every_shipped_model_compiles_for_sm90_with_its_default_method(path):
 
 
 @needs_nvcc
+@needs_semantic
 @pytest.mark.parametrize("case", ["00978", "01466", "00072"])
 def test_event_kernels_compile_for_sm90(case):
     """00978: priorities, re-triggered pending events, values from trigger time;
     01466: 201 events with random tie-breaking (the Philox stream); 00072: delays."""
-    path = SEMANTIC / case / f"{case}-sbml-l3v2.xml"
-    if not path.is_file():
-        pytest.skip("SBML Test Suite not found")
-    net = sbmlgpu.load(str(path))
+    net = sbmlgpu.load(str(SEMANTIC / case / f"{case}-sbml-l3v2.xml"))
     src = kernel(net, "dopri5")
     if case == "01466":
         assert "sbmlgpu_rng_u32" in src.text

@@ -5,15 +5,13 @@ layout and the profiler records of the GPU path are tested in CI."""
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import re
 
 import numpy as np
 import pytest
 
-from sbmlgpu.runtime.base import DeviceProperties, KernelAttributes, LaunchTiming
-
+from .fakes import FakeDevice, FakeKernel, FakeModule, HostBuffer, real_type
 from .ode_helpers import load, needs_compiler
 
 C_TYPES = {"long long": np.int64, "int": np.int32, "unsigned long long": np.uint64,
@@ -33,77 +31,53 @@ def signatures(source: str) -> dict[str, list[str]]:
     return out
 
 
-class FakeBuffer:
-    def __init__(self, nbytes):
-        self.nbytes = nbytes
-        self.data = np.zeros(max(nbytes, 1), dtype=np.uint8)
+class SignatureCheckedKernel(FakeKernel):
+    """Checks each launch's arguments against the kernel's C signature (count and
+    types), then runs it: an ode kernel through its host build (the summary kernels
+    are not run: only their arguments are checked). The fake device runs core's
+    transpose itself."""
 
-    def free(self):
-        self.data = None
+    def __init__(self, build: "HostBuild", name: str, log: list):
+        super().__init__(name, log=log)
+        self.build = build
+        self.params = build.signatures[name]
 
-
-class FakeKernel:
-    def __init__(self, module, name):
-        self.module, self.name = module, name
-        self.params = module.signatures[name]
-        self.attributes = KernelAttributes(registers=32, shared_bytes=0, local_bytes=0,
-                                           max_threads_per_block=1024)
-
-    def launch(self, grid, block, args, shared_bytes=0, stream=None):
+    def run(self, grid, block, args, shared_bytes):
         assert len(args) == len(self.params), (self.name, len(args), self.params)
-        real = np.float64 if "typedef double real_t" in self.module.source else np.float32
+        real = self.build.real
         for ctype, arg in zip(self.params, args):
             if ctype == "pointer":
-                assert isinstance(arg, FakeBuffer) or (isinstance(arg, np.uintp) and arg == 0), \
+                assert isinstance(arg, HostBuffer) or (isinstance(arg, np.uintp) and arg == 0), \
                     (self.name, ctype, type(arg))
             elif ctype == "real_t":
                 assert type(arg) is real, (self.name, ctype, type(arg))
             else:
                 assert type(arg) is C_TYPES[ctype], (self.name, ctype, type(arg))
-        if self.name == "sbmlgpu_member_major":
-            _transpose(args, real)
-        elif self.name.startswith("sbmlgpu_ode_") and self.name not in (
+        if self.name.startswith("sbmlgpu_ode_") and self.name not in (
                 "sbmlgpu_ode_moments", "sbmlgpu_ode_histogram"):
-            self.module.host.run_raw(args)
-        return LaunchTiming(ms=1.0, grid=tuple(grid) + (1,) * (3 - len(grid)),
-                            block=tuple(block) + (1,) * (3 - len(block)))
+            self.build.run_raw(args)
 
 
-def _transpose(args, real):
-    """What core's transpose.cu computes: src (cols, n) -> dst (n, cols)."""
-    n, cols, src, dst = int(args[0]), int(args[1]), args[2], args[3]
-    size = np.dtype(real).itemsize
-    values = src.data[:n * cols * size].view(real).reshape(cols, n)
-    dst.data[:n * cols * size] = np.ascontiguousarray(values.T).view(np.uint8).reshape(-1)
+class HostBuild:
+    """A source as the fake device "compiles" it: its kernels' C signatures and, for
+    the ode kernel, its host build, called with the GPU kernel's arguments (the same
+    order)."""
 
-
-class FakeModule:
-    def __init__(self, source):
-        self.source = source
+    def __init__(self, source: str):
+        self.real = real_type(source)
         self.signatures = signatures(source)
-        self.host = None
+        self.kernel = None
         if "sbmlgpu_ode_host" in source or "SBMLGPU_HOST_ENTRY" in source:
             from sbmlgpu.ode.codegen import KernelSource
             from sbmlgpu.plugins.ode.native import host_kernel
 
-            precision = "double" if "typedef double real_t" in source else "float"
-            self.host = _RawHost(host_kernel(KernelSource("fake.cu", source, "", "", precision,
-                                                          0.0, 0.0, 0.0, "none")))
-
-    def function(self, name):
-        assert name in self.signatures, f"no kernel {name}: {list(self.signatures)}"
-        return FakeKernel(self, name)
-
-
-class _RawHost:
-    """Calls the host build with the GPU kernel's arguments (the same order)."""
-
-    def __init__(self, kernel):
-        self.kernel = kernel
+            precision = "double" if self.real is np.float64 else "float"
+            self.kernel = host_kernel(KernelSource("fake.cu", source, "", "", precision,
+                                                   0.0, 0.0, 0.0, "none"))
 
     def run_raw(self, args):
         def ptr(a):
-            return None if not isinstance(a, FakeBuffer) else a.data.ctypes.data_as(ctypes.c_void_p)
+            return None if not isinstance(a, HostBuffer) else a.data.ctypes.data_as(ctypes.c_void_p)
 
         n, table, times, n_times, out, status, steps, *rest = args
         rtol, atol, h0, max_step, dt, max_steps, seed, members, first = rest
@@ -112,46 +86,10 @@ class _RawHost:
                          ptr(members), int(first))
 
 
-class FakeDevice:
-    index = 0
-    properties = DeviceProperties(
-        name="fake", compute_capability=(9, 0), sm_count=1, clock_khz=1_000_000,
-        memory_clock_khz=1_000_000, memory_bus_width_bits=64, total_memory=1 << 32,
-        shared_memory_per_block=48 << 10, shared_memory_per_block_optin=227 << 10,
-        shared_memory_per_sm=228 << 10, registers_per_block=65536, registers_per_sm=65536,
-        max_threads_per_block=1024, max_threads_per_sm=2048)
-
-    def __init__(self):
-        self.launches = 0
-
-    @contextlib.contextmanager
-    def activate(self):
-        yield self
-
-    def free_memory(self):
-        return 1 << 30
-
-    def compile(self, source, *, options=(), name="kernel"):
-        return FakeModule(source)
-
-    def alloc(self, nbytes):
-        return FakeBuffer(int(nbytes))
-
-    def to_device(self, array):
-        host = np.ascontiguousarray(array)
-        buffer = FakeBuffer(host.nbytes)
-        buffer.data[:host.nbytes] = host.view(np.uint8).reshape(-1)
-        return buffer
-
-    def from_device(self, buffer, shape, dtype):
-        count = int(np.prod(shape))
-        return buffer.data[:count * np.dtype(dtype).itemsize].view(dtype).reshape(shape).copy()
-
-    def download(self, buffer, out):
-        out[...] = self.from_device(buffer, out.shape, out.dtype)
-
-    def synchronize(self):
-        pass
+def compile_for_host(device, source):
+    build = HostBuild(source)
+    return FakeModule(build.signatures,
+                      lambda name: SignatureCheckedKernel(build, name, device.launches))
 
 
 @pytest.fixture(scope="module")
@@ -186,7 +124,7 @@ def test_gpu_engine_path_with_a_fake_device(compiler, method, precision, summary
     rng = np.random.default_rng(2)
     params = {"beta": rng.uniform(0.1, 1.0, 700), "gamma": rng.uniform(0.05, 0.5, 700)}
     times = np.linspace(0, 160, 9)
-    device = FakeDevice()
+    device = FakeDevice(compile=compile_for_host)
     options = OdeOptions(method=method, precision=precision, pilot_size=64).validate()
     program = OdeBackend().compile(net, options, device)
     profiler = Profiler()

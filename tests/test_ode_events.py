@@ -12,7 +12,8 @@ import pytest
 
 import sbmlgpu
 
-from .ode_helpers import SEMANTIC, apply, ci, cn, needs_compiler, rate_rule_model, reference, run_cpu
+from .ode_helpers import apply, ci, cn, needs_compiler, rate_rule_model, reference, run_cpu
+from .shared_data import SEMANTIC, parameters
 
 # Hand-picked cases whose fixes this test keeps: 00978 (an event re-triggered while
 # pending), 01284/01578/01663 (events firing at t0 without watched atoms).
@@ -38,10 +39,9 @@ def _event_cases() -> list[str]:
     return sorted(set(found[::step][:SAMPLE]) | {c for c in PICKED if (SEMANTIC / c).is_dir()})
 
 
-@pytest.mark.parametrize("case", _event_cases() or ["none"])
+@pytest.mark.parametrize("case", parameters(_event_cases(), SEMANTIC,
+                                            "the semantic SBML Test Suite"))
 def test_event_cases_of_the_test_suite_pass(case):
-    if case == "none":
-        pytest.skip("SBML Test Suite not found at ../shared/sbml-test-suite")
     needs_compiler()
     from sbmlgpu.testsuite import RunConfig, find_cases, run_case
 

@@ -20,7 +20,8 @@ import pytest
 
 import sbmlgpu
 
-from .ode_helpers import SEMANTIC, needs_compiler, reference, run_cpu
+from .ode_helpers import needs_compiler, reference, run_cpu
+from .shared_data import SEMANTIC, needs_semantic
 
 # Event cases that failed (max_steps) with FMA contraction before the fix: triggers
 # comparing two species that meet exactly (S4 > S2 with S2 + S4 conserved, ...).
@@ -63,8 +64,6 @@ def fma_build(monkeypatch):
 
 
 def _case_model(case: str):
-    if not (SEMANTIC / case).is_dir():
-        pytest.skip(f"SBML Test Suite case {case} not found under {SEMANTIC}")
     return sbmlgpu.load(str(SEMANTIC / case / f"{case}-sbml-l3v2.xml"))
 
 
@@ -78,6 +77,7 @@ def _case_times(case: str) -> np.ndarray:
     return np.linspace(start, start + duration, int(settings["steps"]) + 1)
 
 
+@needs_semantic
 def test_the_fma_build_rounds_differently_from_the_plain_build(fma_build, monkeypatch):
     """Otherwise the other tests here would check nothing the plain build does not."""
     from sbmlgpu.plugins.ode.native import EXTRA_FLAGS_ENV
@@ -92,9 +92,9 @@ def test_the_fma_build_rounds_differently_from_the_plain_build(fma_build, monkey
     assert np.allclose(fused.data, plain.data, rtol=1e-9, atol=1e-12)
 
 
+@needs_semantic
 @pytest.mark.parametrize("case", CASES)
 def test_event_cases_pass_with_fma_contraction(fma_build, case):
-    _case_model(case)
     from sbmlgpu.testsuite import RunConfig, find_cases, run_case
 
     (found,) = find_cases(SEMANTIC, {int(case)})
@@ -102,6 +102,7 @@ def test_event_cases_pass_with_fma_contraction(fma_build, case):
     assert outcome.status == "pass", f"{case}: {outcome.status}: {outcome.message}"
 
 
+@needs_semantic
 @pytest.mark.parametrize("case,method", METHOD_CASES)
 def test_event_cases_with_each_method_match_the_reference(fma_build, case, method):
     net = _case_model(case)

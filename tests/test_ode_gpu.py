@@ -14,21 +14,15 @@ import pytest
 import sbmlgpu
 from sbmlgpu.results import Status
 
-from .ode_helpers import SEMANTIC, apply, ci, load, needs_compiler, rate_rule_model, reference
+from .ode_helpers import apply, ci, load, needs_compiler, rate_rule_model, reference
+from .shared_data import SEMANTIC, needs_semantic
 
 pytestmark = pytest.mark.gpu
 
 
 @pytest.fixture(scope="module")
-def device():
-    pytest.importorskip("pycuda.driver", reason="PyCUDA is not installed")
-    from sbmlgpu import runtime
-
-    runtime.reset()
-    devices = runtime.get_devices()
-    if not devices:
-        pytest.skip(f"no GPU: {runtime.no_gpu_reason()}")
-    return devices[0]
+def device(gpu_device):
+    return gpu_device
 
 
 def run_gpu(device, model, method="dopri5", *, times=None, parameters=None, summary=False,
@@ -164,9 +158,8 @@ def test_gpu_batches_through_the_scheduler_and_profiler(device):
     assert all(r.bytes > 0 and r.ms > 0 for r in transposes)
 
 
+@needs_semantic
 def test_gpu_event_cases_of_the_test_suite(device):
-    if not SEMANTIC.is_dir():
-        pytest.skip("SBML Test Suite not found")
     from sbmlgpu.testsuite import RunConfig, find_cases, run_case
 
     from .test_ode_events import _event_cases

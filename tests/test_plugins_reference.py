@@ -3,7 +3,6 @@ and agreement with the CPU reference called directly on the SBML Test Suite."""
 
 import argparse
 import io
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,9 +14,10 @@ from sbmlgpu.errors import OptionError, UnsupportedModelError
 from sbmlgpu.ir import TIME, sym
 from sbmlgpu.results import Status
 
+from .shared_data import SEMANTIC, needs_semantic
+
 reference_backend = pytest.importorskip("sbmlgpu.plugins.reference.backend")
 ReferenceOptions = reference_backend.ReferenceOptions
-SEMANTIC = Path(__file__).resolve().parents[2] / "shared" / "sbml-test-suite" / "semantic"
 # Cases that `--backend reference` failed while the direct path passed them: species in
 # compartments of spatialDimensions 0 (amounts asked for; the old runner multiplied by
 # a size the compartment does not have), and parameters that are legitimately INF or
@@ -161,7 +161,7 @@ def _suite(*argv) -> list[str]:
     return out.getvalue().splitlines()
 
 
-@pytest.mark.skipif(not SEMANTIC.is_dir(), reason=f"{SEMANTIC} is absent")
+@needs_semantic
 def test_the_backend_agrees_with_the_direct_path_where_it_used_to_fail():
     cases = f"{ZERO_D},{NOT_FINITE}"
     n = cases.count(",") + 1

@@ -10,25 +10,16 @@ import pytest
 
 from sbmlgpu.errors import OptionError
 from sbmlgpu.profile import LaunchRecord, Profiler, normalize_precision
-from sbmlgpu.runtime.base import DeviceProperties, KernelAttributes, LaunchTiming
+from sbmlgpu.runtime.base import KernelAttributes, LaunchTiming
 
-PROPS = DeviceProperties(
-    name="Fake H200", compute_capability=(9, 0), sm_count=132, clock_khz=1_980_000,
-    memory_clock_khz=3_200_000, memory_bus_width_bits=6144, total_memory=141 << 30,
-    shared_memory_per_block=48 << 10, shared_memory_per_block_optin=227 << 10,
-    shared_memory_per_sm=228 << 10, registers_per_block=65536, registers_per_sm=65536,
-    max_threads_per_block=1024, max_threads_per_sm=2048)
+from .fakes import PROPERTIES, FakeDevice, FakeKernel
+
+ATTRIBUTES = KernelAttributes(registers=40, shared_bytes=1024, local_bytes=16,
+                              max_threads_per_block=1024)
 
 
-class FakeDevice:  # only what the profiler reads: index and properties
-    def __init__(self, index, props=PROPS):
-        self.index, self.properties = index, props
-
-
-class FakeKernel:
-    def __init__(self, name, registers=40, shared=1024, local=16):
-        self.name = name
-        self.attributes = KernelAttributes(registers, shared, local, 1024)
+def kernel(name):
+    return FakeKernel(name, attributes=ATTRIBUTES)
 
 
 def record(kernel="rhs", device=0, ms=1.0, flops=0.0, bytes=0.0, precision="double",
@@ -41,25 +32,25 @@ def test_record_launch_takes_everything_from_the_runtime_objects():
     profiler = Profiler()
     timing = LaunchTiming(ms=2.5, grid=(40, 1, 1), block=(256, 1, 1), dynamic_shared_bytes=512)
     start = profiler.clock()
-    r = profiler.record_launch(FakeKernel("ode_step"), timing, FakeDevice(3), flops=1e9,
+    r = profiler.record_launch(kernel("ode_step"), timing, FakeDevice(3), flops=1e9,
                                bytes=2e9, precision="float32", start_s=start, batch=7)
     assert (r.kernel, r.device_index, r.device_name) == ("ode_step", 3, "Fake H200")
     assert (r.grid, r.block, r.registers) == ((40, 1, 1), (256, 1, 1), 40)
     assert (r.static_shared_bytes, r.dynamic_shared_bytes, r.shared_bytes) == (1024, 512, 1536)
     assert (r.local_bytes, r.ms, r.precision, r.start_s) == (16, 2.5, "single", start)
     assert r.threads == 40 * 256 and r.meta == {"batch": 7}
-    flat = profiler.record_launch(FakeKernel("k"), LaunchTiming(1.0, 7, [32, 2]), FakeDevice(3))
+    flat = profiler.record_launch(kernel("k"), LaunchTiming(1.0, 7, [32, 2]), FakeDevice(3))
     assert (flat.grid, flat.block) == ((7, 1, 1), (32, 2, 1))
     peaks = profiler.peaks[3]  # taken from the device's properties on first sight
-    assert peaks.flops["double"] == PROPS.peak_flops("double")
-    assert peaks.flops["single"] == PROPS.peak_flops("single")
-    assert peaks.bandwidth == PROPS.peak_bandwidth() and peaks.source == "properties"
+    assert peaks.flops["double"] == PROPERTIES.peak_flops("double")
+    assert peaks.flops["single"] == PROPERTIES.peak_flops("single")
+    assert peaks.bandwidth == PROPERTIES.peak_bandwidth() and peaks.source == "properties"
 
 
 def test_default_start_is_the_end_of_the_launch_minus_its_duration():
     profiler = Profiler()
     before = profiler.clock()
-    r = profiler.record_launch(FakeKernel("k"), LaunchTiming(0.0, (1, 1, 1), (1, 1, 1)),
+    r = profiler.record_launch(kernel("k"), LaunchTiming(0.0, (1, 1, 1), (1, 1, 1)),
                                FakeDevice(0))
     assert before <= r.start_s <= profiler.clock()
 
@@ -91,7 +82,7 @@ def test_measured_peaks_override_only_what_is_given():
     profiler.register_device(FakeDevice(0))
     peaks = profiler.set_peaks(0, bandwidth=4.0e12)
     assert peaks.bandwidth == 4.0e12 and peaks.source == "properties+measured"
-    assert peaks.flops["double"] == PROPS.peak_flops("double")
+    assert peaks.flops["double"] == PROPERTIES.peak_flops("double")
     with pytest.raises(OptionError, match="bandwidth"):
         profiler.set_peaks(5, flops={"double": 1.0, "single": 2.0})
 
@@ -167,7 +158,7 @@ def filled_profiler() -> Profiler:
         pass
     device = FakeDevice(0)
     for i in range(3):
-        profiler.record_launch(FakeKernel("rhs"), LaunchTiming(1.5 + i, (8, 1, 1), (64, 1, 1)),
+        profiler.record_launch(kernel("rhs"), LaunchTiming(1.5 + i, (8, 1, 1), (64, 1, 1)),
                                device, flops=1e6, bytes=4e6, start_s=0.01 * i)
     profiler.record(record("ssa", 1, ms=0.25, flops=10, bytes=20, start_s=0.5))
     profiler.add_span("batch", 0.0, 0.2, category="schedule", device=1, start=0, stop=64)
@@ -187,7 +178,7 @@ def test_json_round_trip_keeps_records_spans_peaks_and_summary(tmp_path):
     loaded = Profiler.from_json(path)
     assert loaded.records == profiler.records and loaded.spans == profiler.spans
     assert loaded.summary() == profiler.summary()
-    assert loaded.peaks[0].bandwidth == PROPS.peak_bandwidth()
+    assert loaded.peaks[0].bandwidth == PROPERTIES.peak_bandwidth()
     (tmp_path / "other.json").write_text("{}")
     with pytest.raises(OptionError, match="not an sbmlgpu profile"):
         Profiler.from_json(tmp_path / "other.json")

@@ -17,9 +17,10 @@ from sbmlgpu.ensemble import read_petab_parameters
 from sbmlgpu.errors import SbmlGpuError
 from sbmlgpu.views import ode_system
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "models"
-PETAB = sorted(p for p in (SHARED / "petab-benchmark").glob("*") if p.is_dir()) if SHARED.is_dir() else []
-BIOMODELS = sorted((SHARED / "biomodels").glob("*.xml")) if SHARED.is_dir() else []
+from .shared_data import MODELS, needs_models, parameters
+
+PETAB = sorted(p for p in (MODELS / "petab-benchmark").glob("*") if p.is_dir())
+BIOMODELS = sorted((MODELS / "biomodels").glob("*.xml"))
 
 
 def _last_measurement_time(folder: Path) -> float:
@@ -45,7 +46,9 @@ def _simulate_or_refuse(model_file: Path, end: float, nominal: dict[str, float])
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("folder", PETAB, ids=[p.name for p in PETAB])
+@pytest.mark.parametrize("folder", parameters(PETAB, MODELS / "petab-benchmark",
+                                              "PEtab benchmark problems"),
+                         ids=lambda p: getattr(p, "name", None))
 def test_petab_model_simulates_at_nominal_parameters(folder):
     tables = list(folder.glob("parameters*.tsv"))
     nominal = {p.id: p.nominal for p in read_petab_parameters(tables[0])} if tables else {}
@@ -60,14 +63,15 @@ def test_petab_model_simulates_at_nominal_parameters(folder):
         assert np.all(np.isfinite(traj.x)), model_file.name
 
 
-@pytest.mark.parametrize("model_file", BIOMODELS, ids=[p.stem for p in BIOMODELS])
+@pytest.mark.parametrize("model_file", parameters(BIOMODELS, MODELS / "biomodels",
+                                                  "BioModels"),
+                         ids=lambda p: getattr(p, "stem", None))
 def test_biomodels_simulate(model_file):
     status, traj = _simulate_or_refuse(model_file, 100.0, {})
     assert status == "ok", getattr(traj, "message", traj)
     assert np.all(np.isfinite(traj.x))
 
 
+@needs_models
 def test_shared_models_present_or_skipped():
-    if not SHARED.is_dir():
-        pytest.skip(f"{SHARED} absent")
     assert PETAB and BIOMODELS

@@ -5,7 +5,6 @@ that implements only the abstract methods."""
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import threading
 import types
@@ -17,12 +16,10 @@ from sbmlgpu.codegen.compile_check import nvcc_available, nvcc_compile
 from sbmlgpu.errors import DeviceError
 from sbmlgpu.profile import Profiler
 from sbmlgpu.runtime import cupy_interop, download_staged, mapped_array
-from sbmlgpu.runtime.base import Buffer, Device, Kernel, KernelAttributes, LaunchTiming
 from sbmlgpu.runtime.pinned import MIN_BLOCK, PinnedPool, size_class
 from sbmlgpu.runtime.streams import SerialStream
 
-from .test_runtime_driver import driver, make_fake_cuda  # noqa: F401 (fixture)
-from .test_schedule import PROPS
+from .fakes import FakeKernel
 
 
 def axpy_setup(device, n=10):
@@ -331,68 +328,21 @@ def test_signals_on_the_host_path_are_ordinary_memory_with_an_address():
 
 # --- defaults of base.Device (no streams, no pinning, no mapping) -------------------------
 
-class _HostBuffer(Buffer):
-    def __init__(self, nbytes):
-        self.nbytes, self.data = nbytes, bytearray(nbytes)
-
-    def free(self):
-        pass
-
-
-class MemoryDevice(Device):
-    """Implements only base.Device's abstract methods; memory is host bytes."""
-
-    def __init__(self, index=0):
-        self.index, self.properties = index, PROPS
-
-    def activate(self):
-        return contextlib.nullcontext(self)
-
-    def free_memory(self):
-        return 1 << 30
-
-    def compile(self, source, *, options=(), name="kernel"):
-        raise NotImplementedError
-
-    def alloc(self, nbytes):
-        return _HostBuffer(nbytes)
-
-    def to_device(self, array):
-        buffer = self.alloc(np.asarray(array).nbytes)
-        self.upload(buffer, array)
-        return buffer
-
-    def upload(self, buffer, array):
-        data = np.ascontiguousarray(array).view(np.uint8).ravel()
-        buffer.data[:data.size] = data.tobytes()
-
-    def from_device(self, buffer, shape, dtype):
-        count = int(np.prod(shape)) * np.dtype(dtype).itemsize
-        return np.frombuffer(bytes(buffer.data[:count]), dtype=dtype).reshape(shape).copy()
-
-    def synchronize(self):
-        pass
-
-
-class DoubleKernel(Kernel):
-    """y = 2 y, run synchronously on a MemoryDevice."""
-
-    name = "double"
-    attributes = KernelAttributes(registers=8, shared_bytes=0, local_bytes=0,
-                                  max_threads_per_block=1024)
+class DoubleKernel(FakeKernel):
+    """y = 2 y, run synchronously on a fake device."""
 
     def __init__(self, device):
+        super().__init__("double", ms=0.5)
         self.device = device
 
-    def launch(self, grid, block, args, shared_bytes=0, stream=None):
+    def run(self, grid, block, args, shared_bytes):
         (y,) = args
         values = self.device.from_device(y, (y.nbytes // 8,), np.float64)
         self.device.upload(y, 2 * values)
-        return LaunchTiming(ms=0.5, grid=(1, 1, 1), block=(32, 1, 1))
 
 
-def test_code_written_for_streams_runs_on_a_device_without_them():
-    device = MemoryDevice()
+def test_code_written_for_streams_runs_on_a_device_without_them(fake_device):
+    device = fake_device
     stream = device.stream()
     assert isinstance(stream, SerialStream)
     y = device.alloc(80)
@@ -410,8 +360,8 @@ def test_code_written_for_streams_runs_on_a_device_without_them():
     assert stream.record().elapsed_ms(first) >= 0 and stream.host_time(first) > 0
 
 
-def test_staged_download_works_with_the_default_stream_and_pool():
-    device = MemoryDevice()
+def test_staged_download_works_with_the_default_stream_and_pool(fake_device):
+    device = fake_device
     data = np.arange(3000.0).reshape(300, 10)
     buf = device.to_device(data)
     rows = np.zeros((300, 10))
@@ -421,10 +371,10 @@ def test_staged_download_works_with_the_default_stream_and_pool():
     assert pool.misses == 2 and pool.in_use_bytes == 0  # two stages, reused every chunk
 
 
-def test_a_device_without_mapping_says_so():
+def test_a_device_without_mapping_says_so(fake_device):
     with pytest.raises(DeviceError, match="cannot map host memory"):
-        mapped_array(MemoryDevice(), (1,), np.int32)
-    assert MemoryDevice().context_handle() is None
+        mapped_array(fake_device, (1,), np.int32)
+    assert fake_device.context_handle() is None
 
 
 # --- CuPy interop (with a stand-in for cupy) --------------------------------------------

@@ -23,15 +23,8 @@ pytestmark = pytest.mark.gpu
 
 
 @pytest.fixture(scope="module")
-def device():
-    pytest.importorskip("pycuda.driver", reason="PyCUDA is not installed")
-    from sbmlgpu import runtime
-
-    runtime.reset()
-    devices = runtime.get_devices()
-    if not devices:
-        pytest.skip(f"no GPU: {runtime.no_gpu_reason()}")
-    return devices[0]
+def device(gpu_device):
+    return gpu_device
 
 
 @pytest.fixture

@@ -9,8 +9,7 @@ import pytest
 
 from sbmlgpu.runtime.layout import member_major, pins_host_memory
 
-from .test_runtime_gpu import device  # noqa: F401 (fixture)
-from .test_ssa_gpu_emulated import FakeDevice as PlainDevice  # host buffers: plain memory
+from .fakes import FakeDevice as PlainDevice  # host buffers: plain memory
 
 
 class PinningDevice(PlainDevice):
@@ -48,15 +47,15 @@ def test_devices_that_are_not_base_devices_copy_directly():
 
 
 @pytest.mark.gpu
-def test_staged_member_major_on_the_gpu(device):  # noqa: F811 (the fixture)
-    assert pins_host_memory(device)
+def test_staged_member_major_on_the_gpu(gpu_device):
+    assert pins_host_memory(gpu_device)
     n, shape = 100_003, (11, 4)
     columns = np.random.default_rng(2).normal(size=(44, n))
-    buffer = device.to_device(columns)
+    buffer = gpu_device.to_device(columns)
     result = np.full((n + 1,) + shape, np.nan)
-    pool = device.pinned_pool()
+    pool = gpu_device.pinned_pool()
     used = pool.hits + pool.misses
-    member_major(device, buffer, n, shape, np.float64, destination=result[1:])
+    member_major(gpu_device, buffer, n, shape, np.float64, destination=result[1:])
     np.testing.assert_array_equal(result[1:], columns.T.reshape((n,) + shape))
     assert np.isnan(result[0]).all()
     assert pool.hits + pool.misses > used and pool.in_use_bytes == 0

@@ -3,10 +3,8 @@ dispatch, result order, progress, bundling and the cost predictor."""
 
 from __future__ import annotations
 
-import contextlib
 import io
 import sys
-import threading
 import time
 import weakref
 
@@ -15,62 +13,17 @@ import pytest
 
 from sbmlgpu.errors import DeviceError, OptionError, SimulationError
 from sbmlgpu.profile import Profiler
-from sbmlgpu.runtime.base import Device, DeviceProperties, OutOfDeviceMemory
+from sbmlgpu.runtime.base import OutOfDeviceMemory
 from sbmlgpu.schedule import (Batch, CostPredictor, Permutation, Progress, Scheduler, bundle,
                               combine_in_order, items_that_fit, lane_efficiency,
                               pilot_indices, plan_batches, static_block)
 
-PROPS = DeviceProperties(
-    name="Fake H100", compute_capability=(9, 0), sm_count=132, clock_khz=1_980_000,
-    memory_clock_khz=2_619_000, memory_bus_width_bits=5120, total_memory=80 << 30,
-    shared_memory_per_block=48 << 10, shared_memory_per_block_optin=227 << 10,
-    shared_memory_per_sm=228 << 10, registers_per_block=65536, registers_per_sm=65536,
-    max_threads_per_block=1024, max_threads_per_sm=2048)
-
-_current = threading.local()
-
-
-class FakeDevice(Device):
-    """Implements base.Device's abstract methods; tracks which thread activated it."""
-
-    def __init__(self, index: int, free: int = 1 << 30, name: str = "Fake H100"):
-        self.index = index
-        self.properties = DeviceProperties(**{**PROPS.__dict__, "name": name})
-        self.free = free
-        self.activating_threads: set[int] = set()
-
-    @contextlib.contextmanager
-    def activate(self):
-        self.activating_threads.add(threading.get_ident())
-        previous = getattr(_current, "device", None)
-        _current.device = self
-        try:
-            yield self
-        finally:
-            _current.device = previous
-
-    def free_memory(self) -> int:
-        return self.free
-
-    def compile(self, source, *, options=(), name="kernel"):
-        raise NotImplementedError
-
-    def alloc(self, nbytes):
-        raise NotImplementedError
-
-    def to_device(self, array):
-        raise NotImplementedError
-
-    def from_device(self, buffer, shape, dtype):
-        raise NotImplementedError
-
-    def synchronize(self):
-        pass
+from .fakes import FakeDevice, Terminal, active_device
 
 
 def squares(device, start, stop):
     """A work function whose result tells which items it computed."""
-    assert getattr(_current, "device", None) is device, "work ran without its device active"
+    assert active_device() is device, "work ran without its device active"
     return np.arange(start, stop, dtype=float) ** 2
 
 
@@ -343,11 +296,6 @@ def test_static_blocks_split_evenly():
 
 
 # --- progress ---------------------------------------------------------------------------
-
-class Terminal(io.StringIO):
-    def isatty(self):
-        return True
-
 
 def test_progress_bar_appears_only_after_the_delay():
     quick = Terminal()

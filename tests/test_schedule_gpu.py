@@ -15,7 +15,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sbmlgpu.runtime import get_devices
 from sbmlgpu.runtime.base import OutOfDeviceMemory
 from sbmlgpu.schedule import Scheduler
 
@@ -25,11 +24,8 @@ pytestmark = pytest.mark.gpu
 
 
 @pytest.fixture(scope="module")
-def devices():
-    found = get_devices()
-    if not found:
-        pytest.skip("no GPU")
-    return found
+def devices(gpu_devices):
+    return gpu_devices
 
 
 def test_forced_out_of_memory_retry_on_a_real_device(devices):

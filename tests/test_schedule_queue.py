@@ -17,14 +17,14 @@ from sbmlgpu.profile import Profiler
 from sbmlgpu.runtime.base import OutOfDeviceMemory
 from sbmlgpu.schedule import GrowingQueue, Scheduler
 
-from .test_schedule import FakeDevice, Terminal, _current
+from .fakes import FakeDevice, Terminal, active_device
 
 EPS = 1 / 16
 
 
 def bisect(device, intervals):
     """Split every interval wider than EPS in two; the result is its width."""
-    assert getattr(_current, "device", None) is device, "work ran without its device active"
+    assert active_device() is device, "work ran without its device active"
     widths = [hi - lo for lo, hi in intervals]
     children = [[(lo, (lo + hi) / 2), ((lo + hi) / 2, hi)] if hi - lo > EPS else []
                 for lo, hi in intervals]

@@ -16,21 +16,15 @@ from sbmlgpu.plugins.ssa.options import SsaOptions
 from sbmlgpu.schedule import Scheduler
 from sbmlgpu.testsuite import RunConfig, find_cases, run_case
 
-from .test_ssa_model import DSMTS, dimerisation, small_dimerisation
+from .shared_data import STOCHASTIC, needs_stochastic
+from .test_ssa_model import dimerisation, small_dimerisation
 
 pytestmark = pytest.mark.gpu
 
 
 @pytest.fixture(scope="module")
-def devices():
-    pytest.importorskip("pycuda.driver", reason="PyCUDA is not installed")
-    from sbmlgpu import runtime
-
-    runtime.reset()
-    found = runtime.get_devices()
-    if not found:
-        pytest.skip(f"no GPU: {runtime.no_gpu_reason()}")
-    return found
+def devices(gpu_devices):
+    return gpu_devices
 
 
 def program(devices, net, **options):
@@ -71,12 +65,12 @@ def test_gpu_and_cpu_statistics_agree_on_decay_dimerisation(devices):
     assert np.nanmax(np.abs(z)) < 4.5, z
 
 
-@pytest.mark.skipif(not (DSMTS / "00001").is_dir(), reason="no DSMTS suite")
+@needs_stochastic
 @pytest.mark.parametrize("number", ["00001", "00011", "00019", "00028", "00033"])
 def test_dsmts_cases_pass_on_the_gpu(devices, number):
     # the seed and run count of the CPU test (test_ssa_testsuite.py): the GPU draws the
     # same realisations, so a pass there and a fail here would be a GPU bug
-    (case,) = find_cases(DSMTS / number)
+    (case,) = find_cases(STOCHASTIC / number)
     outcome = run_case(case, RunConfig(backend="ssa", stochastic_runs=10000, seed=1))
     assert outcome.status == "pass", outcome.line()
 

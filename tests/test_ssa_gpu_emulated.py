@@ -11,50 +11,34 @@ the GPU machine."""
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 
 import numpy as np
 import pytest
 
 from sbmlgpu.tasks import TimeCourse
-from sbmlgpu.runtime.base import (Buffer, Device, DeviceProperties, Kernel, KernelAttributes,
-                                  LaunchTiming, Module)
+from sbmlgpu.runtime.base import KernelAttributes
 from sbmlgpu.plugins.ssa import host
 from sbmlgpu.plugins.ssa.backend import SsaBackend
 from sbmlgpu.plugins.ssa.options import SsaOptions
 from sbmlgpu.profile import Profiler
 from sbmlgpu.schedule import Scheduler
 
+from .fakes import FakeDevice, FakeKernel, FakeModule, properties, real_type
 from .test_ssa_model import small_dimerisation
 
 pytestmark = pytest.mark.skipif(not host.available(), reason="no C++ compiler")
 
 
-class FakeBuffer(Buffer):
-    def __init__(self, nbytes: int):
-        self.nbytes = nbytes
-        self.array = np.zeros(max(nbytes, 1), np.uint8)
+class SsaKernel(FakeKernel):
+    """ssa_trajectories and ssa_summary: the host build of the same source, called
+    with the GPU kernel's arguments; the summary's reduction in numpy."""
 
-    def view(self, dtype, count=None):
-        return self.array[: self.nbytes].view(dtype) if count is None else \
-            self.array[: count * np.dtype(dtype).itemsize].view(dtype)
+    def __init__(self, library, name: str, real, log: list):
+        super().__init__(name, log=log, attributes=KernelAttributes(48, 0, 0, 1024))
+        self.library, self.real = library, real
 
-    def free(self) -> None:
-        self.array = None
-
-
-class FakeKernel(Kernel):
-    def __init__(self, library, name: str, precision: str, log: list):
-        self.library, self.name, self.log = library, name, log
-        self.real = np.float64 if precision == "double" else np.float32
-        self.attributes = KernelAttributes(48, 0, 0, 1024)
-
-    def launch(self, grid, block, args, shared_bytes=0, stream=None) -> LaunchTiming:
-        self.log.append((self.name, tuple(grid), tuple(block), shared_bytes))
-        if self.name == "sbmlgpu_member_major":
-            _transpose(args, self.real)
-            return LaunchTiming(1.0, tuple(grid) + (1,), tuple(block) + (1,), shared_bytes)
+    def run(self, grid, block, args, shared_bytes):
         seed, first, n, ptab, times, K = args[:6]
         assert isinstance(seed, np.uint64) and isinstance(first, np.uint64)
         assert isinstance(n, np.int32) and isinstance(K, np.int32)
@@ -95,71 +79,21 @@ class FakeKernel(Kernel):
                     for o in range(O):
                         h[k, o] += np.bincount(b[k, o][finite[k, o]],
                                                minlength=bins + 2).astype(np.uint64)
-        return LaunchTiming(1.0, tuple(grid) + (1, 1), tuple(block) + (1, 1), shared_bytes)
 
 
-def _transpose(args, real):
-    """What core's transpose.cu computes: src (cols, n) -> dst (n, cols)."""
-    n, cols, src, dst = int(args[0]), int(args[1]), args[2], args[3]
-    assert isinstance(args[0], np.int64) and isinstance(args[1], np.int32)
-    assert src.nbytes >= n * cols * np.dtype(real).itemsize <= dst.nbytes
-    dst.view(real, n * cols)[:] = src.view(real, n * cols).reshape(cols, n).T.ravel()
+def compile_ssa(device, source):
+    """The CUDA source as host C++ (the same text; host.py)."""
+    library = host.load_library(source)
+    return FakeModule(["ssa_trajectories", "ssa_summary"],
+                      lambda name: SsaKernel(library, name, real_type(source), device.launches))
 
 
-class FakeModule(Module):
-    def __init__(self, library, precision, log):
-        self.library, self.precision, self.log = library, precision, log
+class EmulatedDevice(FakeDevice):
+    """`shared`: the device's opt-in shared memory per block."""
 
-    def function(self, name: str) -> Kernel:
-        assert name in (("sbmlgpu_member_major",) if self.library is None
-                        else ("ssa_trajectories", "ssa_summary"))
-        return FakeKernel(self.library, name, self.precision, self.log)
-
-
-class FakeDevice(Device):
-    def __init__(self, index: int = 0, shared: int = 227 * 1024):
-        self.index = index
-        self.properties = DeviceProperties(
-            "Fake H200", (9, 0), 132, 1_980_000, 2_619_000, 6144, 141 << 30, 48 * 1024, shared,
-            228 * 1024, 65536, 65536, 1024, 2048)
-        self.log: list = []
-        self.compiled: list[str] = []
-        self.downloads: list[np.ndarray] = []  # the host arrays download() filled
-
-    def activate(self):
-        return contextlib.nullcontext(self)
-
-    def free_memory(self) -> int:
-        return 1 << 30
-
-    def compile(self, source, *, options=(), name="kernel") -> Module:
-        self.compiled.append(source)
-        precision = "float" if "typedef float real_t" in source else "double"
-        if "sbmlgpu_member_major" in source:  # core's transpose: emulated in numpy
-            return FakeModule(None, precision, self.log)
-        return FakeModule(host.load_library(source), precision, self.log)
-
-    def alloc(self, nbytes: int) -> Buffer:
-        return FakeBuffer(int(nbytes))
-
-    def to_device(self, array) -> Buffer:
-        host_array = np.ascontiguousarray(array)
-        b = FakeBuffer(host_array.nbytes)
-        b.array[: host_array.nbytes] = host_array.view(np.uint8).ravel()
-        return b
-
-    def from_device(self, buffer, shape, dtype):
-        count = int(np.prod(shape))
-        return buffer.view(dtype, count).reshape(shape).copy()
-
-    def download(self, buffer, out) -> None:
-        """As the PyCUDA device: into `out` itself (which must fit in the buffer)."""
-        assert out.nbytes <= buffer.nbytes
-        self.downloads.append(out)
-        out[...] = buffer.view(out.dtype, out.size).reshape(out.shape)
-
-    def synchronize(self) -> None:
-        pass
+    def __init__(self, index: int = 0, shared: int = 227 * 1024, **kw):
+        super().__init__(index, properties=properties(shared_memory_per_block_optin=shared),
+                         compile=compile_ssa, **kw)
 
 
 def _ptr(array):
@@ -180,20 +114,20 @@ def _cpu(request, **options):
 
 @pytest.mark.parametrize("layout", ["register", "fat", "thin"])
 def test_gpu_path_returns_the_cpu_realisations(layout):
-    device = FakeDevice()
+    device = EmulatedDevice()
     request = TimeCourse(times=np.linspace(0, 10, 11), n=300, seed=3, progress=False)
     gpu = _run(device, request, layout=layout)
     assert gpu.metadata["engine"] == "gpu" and gpu.metadata["layout"] == layout
     assert np.array_equal(gpu.data, _cpu(request, layout=layout).data)
-    name, grid, block, shared = device.log[0]
+    name, grid, block, shared = device.launches[0]
     assert name == "ssa_trajectories" and grid[0] * block[0] >= 300
     assert (shared > 0) == (layout == "fat")
 
 
 def test_gpu_path_batches_and_several_devices_change_nothing():
     request = TimeCourse(times=np.linspace(0, 10, 6), n=500, seed=9, progress=False)
-    one = _run(FakeDevice(), request)
-    devices = [FakeDevice(0), FakeDevice(1)]
+    one = _run(EmulatedDevice(), request)
+    devices = [EmulatedDevice(0), EmulatedDevice(1)]
     split = Scheduler(devices=devices, max_batch_items=96, progress=False)
     two = _run(devices[0], request, split)
     assert len(split.last_batches) >= 5
@@ -202,13 +136,13 @@ def test_gpu_path_batches_and_several_devices_change_nothing():
 
 
 def test_gpu_summary_uses_a_pilot_then_the_summary_kernel():
-    device = FakeDevice()
+    device = EmulatedDevice()
     times = np.linspace(0, 10, 6)
     full = _run(device, TimeCourse(times=times, n=700, seed=4, progress=False))
-    device.log.clear()
+    device.launches.clear()
     summ = _run(device, TimeCourse(times=times, n=700, seed=4, summary=True, progress=False),
                 pilot=100)
-    kinds = [entry[0] for entry in device.log]
+    kinds = [entry[0] for entry in device.launches]
     assert kinds[0] == "ssa_trajectories" and "ssa_summary" in kinds
     assert summ.metadata["summary"]["pilot"] == 100
     np.testing.assert_allclose(summ.summary.mean, full.data.mean(axis=0), rtol=1e-12, atol=1e-9)
@@ -217,20 +151,31 @@ def test_gpu_summary_uses_a_pilot_then_the_summary_kernel():
     assert np.all(np.asarray(summ.metadata["histograms"]["counts"]).sum(axis=-1) == 700)
 
 
+def test_an_allocation_the_device_refuses_halves_the_batch_and_changes_nothing():
+    device = EmulatedDevice(alloc_limit=20_000)  # far less than a batch of 300 members needs
+    request = TimeCourse(times=np.linspace(0, 10, 11), n=300, seed=3, progress=False)
+    scheduler = Scheduler(devices=[device], progress=False)
+    gpu = _run(device, request, scheduler)
+    refused = scheduler.last_batches[0].out_of_memory_sizes
+    assert refused and all(r.size < min(refused) for r in scheduler.last_batches)
+    assert sum(r.size for r in scheduler.last_batches) == 300
+    assert np.array_equal(gpu.data, _cpu(request).data)
+
+
 def test_fat_layout_shrinks_its_block_to_the_shared_memory():
-    device = FakeDevice(shared=40 * 7 * 8)  # room for 40 threads of 7 doubles
+    device = EmulatedDevice(shared=40 * 7 * 8)  # room for 40 threads of 7 doubles
     request = TimeCourse(times=np.linspace(0, 1, 3), n=50, seed=1, progress=False)
     _run(device, request, layout="fat")
-    _, _, block, shared = device.log[0]
+    _, _, block, shared = device.launches[0]
     assert block[0] == 32 and shared == 32 * 7 * 8
     from sbmlgpu.errors import DeviceError
 
     with pytest.raises(DeviceError, match="layout thin"):
-        _run(FakeDevice(shared=100), request, layout="fat")
+        _run(EmulatedDevice(shared=100), request, layout="fat")
 
 
 def test_profiler_gets_the_firings_of_each_launch():
-    device = FakeDevice()
+    device = EmulatedDevice()
     program = SsaBackend().compile(small_dimerisation(), SsaOptions(), device)
     profiler = Profiler()
     result = program.run(TimeCourse(times=np.linspace(0, 10, 3), n=64, seed=1, progress=False),
@@ -245,7 +190,7 @@ def test_profiler_gets_the_firings_of_each_launch():
 def test_trajectories_go_from_the_device_into_the_rows_of_the_result(precision):
     """Double: each batch's download fills its rows of the result itself; float: a
     float32 block that the caller converts. Either way the CPU's numbers."""
-    devices = [FakeDevice(0), FakeDevice(1)]
+    devices = [EmulatedDevice(0), EmulatedDevice(1)]
     request = TimeCourse(times=np.linspace(0, 10, 5), n=200, seed=7, progress=False)
     split = Scheduler(devices=devices, max_batch_items=64, progress=False)
     gpu = _run(devices[0], request, split, precision=precision)
@@ -260,11 +205,11 @@ def test_trajectories_go_from_the_device_into_the_rows_of_the_result(precision):
 
 def test_trajectories_spilled_to_a_file_equal_those_in_memory(tmp_path):
     request = TimeCourse(times=np.linspace(0, 10, 4), n=150, seed=5, progress=False)
-    split = Scheduler(devices=[FakeDevice()], max_batch_items=64, progress=False)
+    split = Scheduler(devices=[EmulatedDevice()], max_batch_items=64, progress=False)
     spilled = _run(split.devices[0], request, split, trajectory_dir=str(tmp_path))
     path = spilled.metadata["trajectory_file"]
     assert path.startswith(str(tmp_path))
-    in_memory = _run(FakeDevice(), request).data
+    in_memory = _run(EmulatedDevice(), request).data
     assert np.array_equal(np.asarray(spilled.data), in_memory)
     assert np.array_equal(np.load(path), in_memory)
     assert all(isinstance(out, np.memmap) for out in split.devices[0].downloads

@@ -15,9 +15,10 @@ from sbmlgpu.errors import OptionError, UnsupportedModelError
 from sbmlgpu.ir import TIME, sym
 from sbmlgpu.plugins.ssa import model
 
+from .shared_data import STOCHASTIC, needs_stochastic
+
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT / "sbml_models"
-DSMTS = ROOT.parent / "shared" / "sbml-test-suite" / "stochastic"
 
 
 def one(x) -> sp.Integer:
@@ -101,9 +102,9 @@ def test_kinetic_laws_read_species_as_sbml_says_unless_asked_otherwise():
     assert _value(model.build(net, "sbml").propensities[0], A=10.0, k=0.5, c=2.0) == 5.0
 
 
-@pytest.mark.skipif(not (DSMTS / "00011").is_dir(), reason="no DSMTS suite")
+@needs_stochastic
 def test_dsmts_00011_propensity_is_the_kinetic_law_in_sbml_units():
-    m = model.build(load(DSMTS / "00011" / "00011-sbml-l3v2.xml"))
+    m = model.build(load(STOCHASTIC / "00011" / "00011-sbml-l3v2.xml"))
     cell = [s for s in m.propensities[0].free_symbols if s.name == "p@Cell"]
     assert cell, "the compartment size must appear: the law reads X as a concentration"
 

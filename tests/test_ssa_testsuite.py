@@ -13,9 +13,8 @@ from sbmlgpu.plugins.ssa import host
 from sbmlgpu.testsuite import RunConfig, find_cases, main, run_case
 from sbmlgpu.testsuite.stochastic import check_points, z_and_y
 
-from .test_ssa_model import DSMTS
+from .shared_data import STOCHASTIC, needs_stochastic
 
-needs_suite = pytest.mark.skipif(not (DSMTS / "00001").is_dir(), reason="no DSMTS suite")
 fast = pytest.mark.skipif(not host.available(), reason="10,000 runs need the compiled engine")
 
 
@@ -44,32 +43,32 @@ def test_ranges_come_from_the_settings_and_nan_misses():
     assert bad_z[0] and score[0] == np.inf
 
 
-@needs_suite
+@needs_stochastic
 @fast
 @pytest.mark.parametrize("number", ["00001", "00011", "00019", "00028", "00033"])
 def test_dsmts_cases_pass_with_10000_runs(number):
     # 00011: concentration species in a size-2 compartment, reported as an amount;
     # 00019: an assignment rule; 00028: a time event; 00033: a state event
-    (case,) = find_cases(DSMTS / number)
+    (case,) = find_cases(STOCHASTIC / number)
     outcome = run_case(case, RunConfig(backend="ssa", stochastic_runs=10000, seed=1))
     assert outcome.status == "pass", outcome.line()
     assert outcome.worst is not None and outcome.worst.ratio <= 1
 
 
-@needs_suite
+@needs_stochastic
 def test_distrib_cases_are_skipped_with_the_reason():
-    (case,) = find_cases(DSMTS / "00041")
+    (case,) = find_cases(STOCHASTIC / "00041")
     outcome = run_case(case, RunConfig(backend="ssa", stochastic_runs=100))
     assert outcome.status == "skip" and "distrib" in outcome.message
     assert outcome.skipped_as == "refused"
 
 
-@needs_suite
+@needs_stochastic
 def test_a_bad_output_is_a_failure_and_a_foreign_test_type_a_skip(tmp_path):
     """Same rules as the semantic cases: an OptionError (a variable the model does
     not have) fails; a testType that is not a time course is skipped as such."""
     case = tmp_path / "00001"
-    shutil.copytree(DSMTS / "00001", case)
+    shutil.copytree(STOCHASTIC / "00001", case)
     settings = case / "00001-settings.txt"
     settings.write_text(settings.read_text().replace("variables: X", "variables: Y")
                         .replace("amount: X", "amount: Y"))
@@ -85,7 +84,7 @@ def test_a_bad_output_is_a_failure_and_a_foreign_test_type_a_skip(tmp_path):
     assert outcome.status == "skip" and outcome.skipped_as == "not_time_course"
 
 
-@needs_suite
+@needs_stochastic
 def test_a_wrong_simulator_fails(monkeypatch):
     """A mean 1 % off must be caught: the criteria have teeth."""
     import sbmlgpu.api
@@ -98,15 +97,15 @@ def test_a_wrong_simulator_fails(monkeypatch):
         return result
 
     monkeypatch.setattr(sbmlgpu.api, "run", biased)
-    (case,) = find_cases(DSMTS / "00001")
+    (case,) = find_cases(STOCHASTIC / "00001")
     outcome = run_case(case, RunConfig(backend="ssa", stochastic_runs=2000, seed=1))
     assert outcome.status == "fail" and "Z" in outcome.message
 
 
-@needs_suite
+@needs_stochastic
 @fast
 def test_command_line_closes_with_the_counts(capsys):
-    status = main([str(DSMTS), "--backend", "ssa", "--stochastic-runs", "2000",
+    status = main([str(STOCHASTIC), "--backend", "ssa", "--stochastic-runs", "2000",
                    "--cases", "1,41"])
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[0].startswith("00001 ")

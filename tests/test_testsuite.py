@@ -19,10 +19,8 @@ from sbmlgpu.errors import OptionError
 from sbmlgpu.testsuite import cases as cases_mod
 from sbmlgpu.testsuite import runner as run_case_mod
 
-SUITE = Path(__file__).resolve().parents[2] / "shared" / "sbml-test-suite"
-SEMANTIC = SUITE / "semantic"
-STOCHASTIC = SUITE / "stochastic"
-needs_semantic = pytest.mark.skipif(not SEMANTIC.is_dir(), reason=f"{SEMANTIC} is absent")
+from .shared_data import SEMANTIC, STOCHASTIC, needs_semantic, needs_stochastic
+
 CLOSING = re.compile(r"^(\d+) passed, (\d+) failed, (\d+) skipped(?: \((.+)\))?$")
 
 
@@ -301,7 +299,7 @@ def test_a_hanging_case_times_out(tmp_path, monkeypatch):
     assert lines[-1] == "1 passed, 1 failed, 0 skipped"
 
 
-@pytest.mark.skipif(not (STOCHASTIC / "00001").is_dir(), reason="no stochastic suite")
+@needs_stochastic
 def test_stochastic_cases_need_a_stochastic_backend(tmp_path):
     copy_case("00001", tmp_path, STOCHASTIC)
     code, lines = run_cli(tmp_path, "--timeout", "0")
