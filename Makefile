@@ -7,10 +7,13 @@ OUT    ?= results
 
 .PHONY: run test test-gpu install clean
 
+# -qq for the project: setuptools announces every editable install through a meta path
+# finder (our package-dir maps core/ to sbmlgpu, as DESIGN.md lays out) with an
+# information-only notice; errors still show.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -qq -e '.[test]'
 	touch $(STAMP)
 
 install: $(STAMP)
