@@ -221,6 +221,19 @@ def test_every_kind_round_trips_through_npz_and_hdf5_with_metadata(tmp_path, mak
     assert fig is not None and (tmp_path / "r.png").exists()
 
 
-def test_read_refuses_other_files(tmp_path):
-    with pytest.raises(ValueError, match="takes .npz or .h5"):
+def test_read_refuses_other_files_with_a_typed_error(tmp_path):
+    from sbmlgpu.errors import SbmlGpuError
+    from sbmlgpu.results import ResultFileError
+
+    assert issubclass(ResultFileError, SbmlGpuError)
+    with pytest.raises(ResultFileError, match="takes .npz or .h5"):
         read(tmp_path / "x.csv")
+    np.savez(tmp_path / "other.npz", a=np.arange(3))
+    with pytest.raises(ResultFileError, match="not a result written by sbmlgpu"):
+        read(tmp_path / "other.npz")
+    (tmp_path / "text.h5").write_text("not hdf5")
+    with pytest.raises(ResultFileError, match="not a readable HDF5 file"):
+        read(tmp_path / "text.h5")
+    (tmp_path / "text.npz").write_text("not npz")
+    with pytest.raises(ResultFileError, match="not a readable .npz"):
+        read(tmp_path / "text.npz")

@@ -61,6 +61,10 @@ def test_estimation_reads_its_data_and_checks_unknowns(tmp_path):
         Estimation(data=str(bad), unknown={"k": (0, 1)}, epsilon=0.1).validate()
     with pytest.raises(OptionError, match="missing: upper"):
         read_measurements(_write(tmp_path / "h.csv", "time,id,lower\n1,A,0\n"))
+    binary = tmp_path / "binary.csv"
+    binary.write_bytes(b"\xff\xfe\x00garbage\x81")
+    with pytest.raises(OptionError, match="binary.csv: not a CSV text file"):
+        read_measurements(binary)
     rows = read_measurements([(0.0, "A", 1.0, 1.0)])
     assert rows.id == ("A",) and rows.lower[0] == 1.0
 

@@ -11,11 +11,12 @@
 from .base import Result
 from .dbn import DbnResult
 from .distribution import StateDistribution
-from .io import read, read_hdf5, read_npz
+from .io import ResultFileError, read, read_hdf5, read_npz
 from .paving import Paving
 from .status import Status
 from .summary import DEFAULT_QUANTILES, Summary
 from .time_course import TimeCourseResult
 
 __all__ = ["Result", "TimeCourseResult", "StateDistribution", "Paving", "DbnResult",
-           "Status", "Summary", "DEFAULT_QUANTILES", "read", "read_npz", "read_hdf5"]
+           "Status", "Summary", "DEFAULT_QUANTILES", "read", "read_npz", "read_hdf5",
+           "ResultFileError"]

@@ -15,7 +15,14 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import SbmlGpuError
+
 FORMAT_VERSION = 2
+
+
+class ResultFileError(SbmlGpuError):
+    """A file `read()` cannot turn into a result: not NPZ/HDF5, not written by
+    sbmlgpu, another format version, or a result kind this sbmlgpu does not know."""
 _HEADER = ("kind", "format_version", "metadata_json")
 
 
@@ -50,16 +57,20 @@ def _jsonable(value):
     return str(value)
 
 
-def _rebuild(get, names) -> Any:
+def _rebuild(get, names, path) -> Any:
+    missing = [k for k in _HEADER if k not in names]
+    if missing:
+        raise ResultFileError(f"{path}: not a result written by sbmlgpu (no "
+                              f"{', '.join(missing)})")
     kind = str(get("kind"))
     classes = result_classes()
     if kind not in classes:
-        raise ValueError(f"the file holds a result of kind {kind!r}, which this sbmlgpu does "
-                         f"not know (known: {', '.join(classes)})")
+        raise ResultFileError(f"{path}: a result of kind {kind!r}, which this sbmlgpu does "
+                              f"not know (known: {', '.join(classes)})")
     version = int(get("format_version"))
     if version != FORMAT_VERSION:
-        raise ValueError(f"the file has format version {version}; this sbmlgpu reads "
-                         f"{FORMAT_VERSION}")
+        raise ResultFileError(f"{path}: format version {version}; this sbmlgpu reads "
+                              f"{FORMAT_VERSION}")
     arrays = {k: get(k) for k in names if k not in _HEADER}
     return classes[kind].from_arrays(arrays, json.loads(str(get("metadata_json"))))
 
@@ -75,8 +86,12 @@ def write_npz(result, path: Path) -> list[Path]:
 
 
 def read_npz(path: str | Path):
-    with np.load(path, allow_pickle=False) as f:
-        return _rebuild(lambda k: f[k], f.files)
+    try:
+        archive = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise ResultFileError(f"{path}: not a readable .npz ({exc})") from None
+    with archive as f:
+        return _rebuild(lambda k: f[k], f.files, path)
 
 
 def write_hdf5(result, path: Path) -> list[Path]:
@@ -101,7 +116,11 @@ def write_hdf5(result, path: Path) -> list[Path]:
 def read_hdf5(path: str | Path):
     import h5py
 
-    with h5py.File(path, "r") as f:
+    try:
+        handle = h5py.File(path, "r")
+    except OSError as exc:
+        raise ResultFileError(f"{path}: not a readable HDF5 file ({exc})") from None
+    with handle as f:
         def get(key):
             if key in f.attrs:
                 return f.attrs[key]
@@ -112,7 +131,7 @@ def read_hdf5(path: str | Path):
                 return np.array(flat, dtype=str).reshape(np.shape(value))
             return value
 
-        return _rebuild(get, [*f.attrs.keys(), *f.keys()])
+        return _rebuild(get, [*f.attrs.keys(), *f.keys()], path)
 
 
 def read(path: str | Path):
@@ -122,7 +141,7 @@ def read(path: str | Path):
         return read_npz(path)
     if path.suffix.lower() in (".h5", ".hdf5"):
         return read_hdf5(path)
-    raise ValueError(f"{path}: read() takes .npz or .h5/.hdf5 files")
+    raise ResultFileError(f"{path}: read() takes .npz or .h5/.hdf5 files")
 
 
 write_npz.suffix = ".npz"

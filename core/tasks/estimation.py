@@ -53,15 +53,18 @@ def read_measurements(source: str | Path | Sequence, option: str = "data") -> Me
         path = Path(source)
         if not path.is_file():
             raise OptionError(option, f"{path}: no such file")
-        with open(path, newline="", encoding="utf-8-sig") as f:
-            reader = csv.DictReader(f)
-            missing = [c for c in DATA_COLUMNS if c not in (reader.fieldnames or ())]
-            if missing:
-                raise OptionError(option, f"{path}: the header must have the columns "
-                                          f"{','.join(DATA_COLUMNS)} (missing: "
-                                          f"{', '.join(missing)})")
-            rows = [(row["time"], row["id"], row["lower"], row["upper"], f"{path}, line {k}")
-                    for k, row in enumerate(reader, start=2)]
+        try:
+            with open(path, newline="", encoding="utf-8-sig") as f:
+                reader = csv.DictReader(f)
+                missing = [c for c in DATA_COLUMNS if c not in (reader.fieldnames or ())]
+                if missing:
+                    raise OptionError(option, f"{path}: the header must have the columns "
+                                              f"{','.join(DATA_COLUMNS)} (missing: "
+                                              f"{', '.join(missing)})")
+                rows = [(row["time"], row["id"], row["lower"], row["upper"],
+                         f"{path}, line {k}") for k, row in enumerate(reader, start=2)]
+        except (UnicodeDecodeError, csv.Error) as exc:
+            raise OptionError(option, f"{path}: not a CSV text file ({exc})") from None
     else:
         rows = [(*tuple(r), f"row {k}") for k, r in enumerate(source)]
     if not rows:

@@ -110,12 +110,13 @@ class TimeCourse(Task):
             raise OptionError("seed", f"{seed!r}: need an integer from 0 to 2^64 - 1")
 
     def check_network(self, network: "Network") -> None:
-        from ..api import check_outputs
         from ..ensemble import check_ids
+        from ..outputs import check_outputs
 
         for sbml_id in self.parameters or ():  # each named by the option that gave it
             check_ids(network, [sbml_id], self.sources.get(sbml_id, "parameters"))
-        self.outputs = check_outputs(network, self.outputs)
+        if self.outputs is not None:
+            self.outputs = tuple(o.name for o in check_outputs(network, self.outputs))
 
     def describe(self) -> dict[str, Any]:
         times = self.times
