@@ -1,0 +1,241 @@
+"""Solvers of A p = 0, sum p = 1 for a CME generator A, written once over an Engine
+(cpu_engine.py: scipy; gpu_engine.py: CUDA kernels) so that both paths run the same
+algorithm and stop by the same test.
+
+- `jacobi`: Jacobi sweeps with periodic normalisation (Maggioni et al. 2013), damped
+  (p <- (1-w) p + w J(p), w = `jacobi_omega`, 0.9 by default): undamped Jacobi never
+  converges on a bipartite chain — every network whose reactions change the total
+  count by one, a birth-death process included — because its iteration matrix has
+  the eigenvalue -1 there (the iterate oscillates between two vectors).
+- `aggregation`: multilevel aggregation V-cycles (aggregation.py) with damped Jacobi
+  as the smoother: the slow modes of a CME chain (a bistable switch flipping between
+  its two states, say) are the ones Jacobi cannot damp and a coarse chain sees at once.
+- `auto`: Jacobi for a trial window; if the measured rate says it will need more than
+  `auto_patience` times the window to reach the tolerance, aggregation from there.
+
+Stopping test, checked every `check_every` sweeps (Jacobi) or every cycle: the
+normalised residual ||A p||_inf / (||A||_inf ||p||_inf) <= tol (the paper's), with p
+normalised first. Stagnation: `stagnation` checks that improve the best residual by
+less than 1 %. A run that stops unconverged raises ConvergenceError with the residual and
+iterations reached (never a silent answer); the partial solution rides on the error.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from sbmlgpu.errors import SimulationError
+
+SOLVERS = ("auto", "jacobi", "aggregation")
+#: a phase stagnates when `stagnation` checks improve its best residual by less than 1 %
+STAGNANT = 0.99
+
+
+class ConvergenceError(SimulationError):
+    """The solver stopped before its tolerance: `residual`, `iterations`, `solution`
+    (the last iterate, a Solution) say how far it got."""
+
+    def __init__(self, message: str, solution: "Solution"):
+        super().__init__(message)
+        self.solution = solution
+        self.residual = solution.residual
+        self.iterations = solution.iterations
+
+
+@dataclass
+class SolverSettings:
+    solver: str = "auto"
+    tol: float = 1e-8
+    max_sweeps: int = 1_000_000  # Jacobi sweeps, all phases together
+    max_cycles: int = 5_000  # aggregation V-cycles
+    max_seconds: float = math.inf
+    check_every: int = 100  # Jacobi sweeps between two normalisations + residual checks
+    stagnation: int = 50  # checks without progress before giving up
+    omega: float = 0.7  # damping of the aggregation smoother
+    jacobi_omega: float = 0.9  # damping of the Jacobi solver (1: undamped, see above)
+    smooth_sweeps: int = 4  # pre- and post-smoothing sweeps per level
+    auto_window: int = 2_000  # Jacobi sweeps before auto decides
+    auto_patience: float = 2.0  # auto keeps Jacobi if done within this many windows more
+
+
+@dataclass
+class Solution:
+    p: Any  # the engine's vector (normalised)
+    residual: float  # ||A p||_inf / (||A||_inf ||p||_inf)
+    residual_l1: float  # ||A p||_1
+    iterations: int  # Jacobi sweeps + V-cycles, see sweeps and cycles
+    sweeps: int
+    cycles: int
+    solver: str  # what ran, e.g. "jacobi" or "jacobi>aggregation"
+    converged: bool
+    seconds: float
+    history: list[tuple[str, int, float, float]] = field(default_factory=list)
+    # (phase, iteration in phase, seconds since start, residual)
+
+
+class _Run:
+    """The state of one solve: the iterate, counters, the residual history."""
+
+    def __init__(self, engine, settings: SolverSettings, progress: Callable | None):
+        self.engine, self.settings = engine, settings
+        self.progress = progress
+        self.start = time.perf_counter()
+        self.sweeps = self.cycles = 0
+        self.phases: list[str] = []
+        self.history: list[tuple[str, int, float, float]] = []
+        self.residual = math.inf
+        self.residual_l1 = math.inf
+
+    def check(self, p, phase: str, iteration: int) -> float:
+        engine = self.engine
+        engine.normalise(p)
+        r_inf, r_l1, p_inf, _ = engine.residual(p)
+        denominator = engine.norm_inf * p_inf
+        self.residual = r_inf / denominator if denominator > 0 else math.inf
+        self.residual_l1 = r_l1
+        self.history.append((phase, iteration, self.elapsed, self.residual))
+        if self.progress is not None:
+            self.progress(phase, iteration, self.residual)
+        return self.residual
+
+    @property
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
+
+    def out_of_time(self) -> bool:
+        return self.elapsed > self.settings.max_seconds
+
+    def stagnated(self) -> bool:
+        """The last `stagnation` checks of this phase brought the best residual down by
+        less than STAGNANT (slow but steady progress is left to the iteration and time
+        limits; this catches an iteration that no longer moves, or goes round)."""
+        k = self.settings.stagnation
+        phase = self.history[-1][0]
+        mine = [h[3] for h in self.history if h[0] == phase]
+        return len(mine) > k and not min(mine[-k:]) < STAGNANT * min(mine[:-k])
+
+    def solution(self, p, converged: bool) -> Solution:
+        return Solution(p, self.residual, self.residual_l1, self.sweeps + self.cycles,
+                        self.sweeps, self.cycles, ">".join(self.phases), converged,
+                        self.elapsed, self.history)
+
+
+def solve(engine, p0: np.ndarray, settings: SolverSettings,
+          progress: Callable[[str, int, float], None] | None = None) -> Solution:
+    """Solve A p = 0, sum p = 1 from p0; ConvergenceError if `settings` stop it first."""
+    if settings.solver not in SOLVERS:
+        raise ValueError(f"solver must be one of {SOLVERS}, not {settings.solver!r}")
+    run = _Run(engine, settings, progress)
+    p = engine.vector(p0)
+    if run.check(p, "start", 0) <= settings.tol:
+        run.phases.append("none")
+        return run.solution(p, True)
+    if settings.solver == "aggregation":
+        return _aggregation(run, p)
+    window = None if settings.solver == "jacobi" else settings.auto_window
+    p, done = _jacobi(run, p, window)
+    if done or settings.solver == "jacobi":
+        return _finish(run, p, done)
+    return _aggregation(run, p)
+
+
+def _jacobi(run: _Run, p, window: int | None):
+    """Jacobi until converged (True), stopped (False), or — with a window — until the
+    measured rate says it is too slow (None: hand over to aggregation)."""
+    s = run.settings
+    run.phases.append("jacobi")
+    start_sweeps = run.sweeps
+    while True:
+        steps = min(s.check_every, s.max_sweeps - run.sweeps)
+        if steps <= 0:
+            return p, False
+        p = run.engine.jacobi(p, steps, s.jacobi_omega)
+        run.sweeps += steps
+        residual = run.check(p, "jacobi", run.sweeps - start_sweeps)
+        if residual <= s.tol:
+            return p, True
+        if not math.isfinite(residual) or run.out_of_time() or run.stagnated():
+            return p, False
+        done = run.sweeps - start_sweeps
+        if window is not None and done >= window:
+            if _jacobi_too_slow(run, start_sweeps):
+                return p, None
+            window = None  # fast enough: Jacobi to the end
+
+
+def _jacobi_too_slow(run: _Run, start_sweeps: int) -> bool:
+    """Whether Jacobi, at the rate measured over the second half of its trial window
+    (the first half holds the fast transients), needs more than `auto_patience`
+    windows more to reach the tolerance."""
+    s = run.settings
+    mine = [(it, r) for phase, it, _, r in run.history if phase == "jacobi"]
+    now_it, now_r = mine[-1]
+    half_it, half_r = next((it, r) for it, r in mine if it >= now_it / 2)
+    if now_it <= half_it or not (0 < now_r < half_r):
+        return True  # no measurable progress
+    rate = (now_r / half_r) ** (1.0 / (now_it - half_it))
+    needed = math.log(s.tol / now_r) / math.log(rate)
+    return needed > s.auto_patience * s.auto_window
+
+
+def _aggregation(run: _Run, p) -> Solution:
+    s = run.settings
+    run.phases.append("aggregation")
+    levels = run.engine.levels()
+    for cycle in range(1, s.max_cycles + 1):
+        p = _vcycle(levels, 0, p, s)
+        run.cycles += 1
+        residual = run.check(p, "aggregation", cycle)
+        if residual <= s.tol:
+            return _finish(run, p, True)
+        if not math.isfinite(residual) or run.out_of_time() or run.stagnated():
+            break
+    return _finish(run, p, False)
+
+
+def _vcycle(levels, k: int, p, s: SolverSettings):
+    level = levels[k]
+    if k == len(levels) - 1:
+        return level.vector_like(coarsest_solution(level.dense()))
+    p = level.smooth(p, s.smooth_sweeps, s.omega)
+    pc = level.coarsen(p)
+    qc = _vcycle(levels, k + 1, pc, s)
+    p = level.prolong(p, qc, pc)
+    return level.smooth(p, s.smooth_sweeps, s.omega)
+
+
+def coarsest_solution(a: np.ndarray) -> np.ndarray:
+    """The stationary vector of a small dense generator: A q = 0 with the last row
+    replaced by sum q = 1 (least squares, so a reducible chain still gives an answer),
+    negatives from rounding clipped."""
+    n = len(a)
+    m = a.copy()
+    m[-1, :] = 1.0
+    b = np.zeros(n)
+    b[-1] = 1.0
+    q = np.linalg.lstsq(m, b, rcond=None)[0]
+    q = np.clip(q, 0.0, None)
+    total = q.sum()
+    return q / total if total > 0 else np.full(n, 1.0 / n)
+
+
+def _finish(run: _Run, p, converged: bool) -> Solution:
+    solution = run.solution(p, converged)
+    if converged:
+        return solution
+    s = run.settings
+    why = ("the time limit" if run.out_of_time() else
+           f"stagnation (less than 1 % progress over {s.stagnation} checks)" if run.history and run.stagnated() else
+           "a residual that is not finite" if not math.isfinite(run.residual) else
+           "the iteration limit")
+    raise ConvergenceError(
+        f"the {solution.solver} solver stopped at {why} after {run.sweeps} Jacobi sweeps "
+        f"and {run.cycles} aggregation cycles ({run.elapsed:.3g} s): normalised residual "
+        f"{run.residual:.3g} > tol {s.tol:g}, ||A p||_1 = {run.residual_l1:.3g}. Try "
+        "--solver aggregation, a larger --max-sweeps/--max-cycles, or a looser --tol.",
+        solution)

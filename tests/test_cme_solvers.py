@@ -1,0 +1,169 @@
+"""The CME solvers (plugins/cme/solvers.py) and the aggregation hierarchy on the CPU
+engine, on generators built here directly (the enumeration has its own tests)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import scipy.sparse as sps
+from scipy.stats import poisson
+
+from sbmlgpu.plugins.cme.aggregation import Hierarchy
+from sbmlgpu.plugins.cme.cpu_engine import CpuEngine, segment_sums
+from sbmlgpu.plugins.cme.solvers import (ConvergenceError, SolverSettings,
+                                         coarsest_solution, solve)
+
+
+def split(a: sps.spmatrix):
+    a = sps.csr_matrix(a)
+    d = a.diagonal()
+    o = (a - sps.diags(d)).tocsr()
+    o.eliminate_zeros()
+    return o, d
+
+
+def birth_death(k: float, g: float, n_max: int) -> sps.csr_matrix:
+    """0 -> X at rate k, X -> 0 at rate g*x, on 0..n_max (births at n_max dropped)."""
+    x = np.arange(n_max + 1)
+    up = np.where(x < n_max, k, 0.0)
+    down = g * x
+    a = sps.diags([up[:-1], down[1:]], [-1, 1], shape=(n_max + 1,) * 2).tolil()
+    a.setdiag(-(up + down))
+    return a.tocsr()
+
+
+def lattice_toggle(b: int, a: float = 40.0, k: float = 100.0) -> sps.csr_matrix:
+    """A bistable two-gene switch on {0..b}^2 (x produced at a/(1+y^2/k), degraded
+    at x; y likewise): Jacobi creeps here, the slow mode being the switching."""
+    xs, ys = (v.ravel() for v in np.meshgrid(np.arange(b + 1), np.arange(b + 1),
+                                             indexing="ij"))
+    n = len(xs)
+    rows, cols, vals = [], [], []
+    for rate, dx, dy in ((a / (1 + ys ** 2 / k), 1, 0), (xs * 1.0, -1, 0),
+                         (a / (1 + xs ** 2 / k), 0, 1), (ys * 1.0, 0, -1)):
+        tx, ty = xs + dx, ys + dy
+        ok = (tx >= 0) & (tx <= b) & (ty >= 0) & (ty <= b) & (rate > 0)
+        j = np.nonzero(ok)[0]
+        rows += [tx[ok] * (b + 1) + ty[ok], j]
+        cols += [j, j]
+        vals += [rate[ok], -rate[ok]]
+    return sps.csr_matrix((np.concatenate(vals), (np.concatenate(rows),
+                                                  np.concatenate(cols))), shape=(n, n))
+
+
+def dense_stationary(a: np.ndarray) -> np.ndarray:
+    m = np.array(a, dtype=float)
+    m[-1, :] = 1.0
+    b = np.zeros(len(m))
+    b[-1] = 1.0
+    return np.linalg.solve(m, b)
+
+
+@pytest.mark.parametrize("solver", ["jacobi", "aggregation", "auto"])
+def test_birth_death_matches_poisson(solver):
+    k, g, n_max = 10.0, 1.0, 80
+    o, d = split(birth_death(k, g, n_max))
+    engine = CpuEngine(o, d, coarsest=8)
+    s = solve(engine, np.full(n_max + 1, 1 / (n_max + 1)),
+              SolverSettings(solver=solver, tol=1e-12))
+    exact = poisson.pmf(np.arange(n_max + 1), k / g)
+    exact /= exact.sum()  # reflecting truncation keeps detailed balance: renormalised
+    assert s.converged and s.residual <= 1e-12
+    assert np.abs(engine.host(s.p) - exact).sum() <= 1e-6
+
+
+def test_random_small_networks_match_a_dense_solve():
+    rng = np.random.default_rng(7)
+    for n in (5, 17, 60, 300):
+        mask = rng.random((n, n)) < min(1.0, 6.0 / n)
+        rates = np.where(mask, rng.exponential(size=(n, n)), 0.0)
+        np.fill_diagonal(rates, 0.0)
+        ring = np.roll(np.eye(n), 1, axis=0) * 0.5  # irreducible
+        a = rates + ring
+        np.fill_diagonal(a, -a.sum(axis=0))
+        o, d = split(sps.csr_matrix(a))
+        s = solve(CpuEngine(o, d, aggregate=3, coarsest=4), np.full(n, 1 / n),
+                  SolverSettings(solver="aggregation", tol=1e-14, max_cycles=2000))
+        assert np.abs(s.p - dense_stationary(a)).max() <= 1e-10, n
+
+
+def test_coarse_level_is_the_aggregated_chain():
+    a = lattice_toggle(14)
+    o, d = split(a)
+    n = a.shape[0]
+    levels = CpuEngine(o, d, aggregate=4, coarsest=16).levels()
+    p = np.random.default_rng(1).random(n)
+    pc = levels[0].coarsen(p)
+    agg = sps.csr_matrix((np.ones(n), (np.arange(n), np.arange(n) // 4)))
+    expected = agg.T @ a @ sps.diags(p) @ agg @ sps.diags(1 / (agg.T @ p))
+    assert np.allclose(pc, agg.T @ p, rtol=1e-14)
+    assert np.abs(levels[1].dense() - expected.toarray()).max() <= 1e-12 * abs(a).max()
+    assert np.abs(levels[1].dense().sum(axis=0)).max() <= 1e-10 * abs(a).max()
+
+
+def test_segment_sums_do_not_cancel():
+    v = np.array([1e20, -1e20, 1e-30, 2e-30, 5.0])
+    out = segment_sums(v, np.array([0, 2, 2, 4, 5]))
+    assert out[:2].tolist() == [0.0, 0.0] and out[3] == 5.0
+    assert math.isclose(out[2], 3e-30, rel_tol=1e-15)
+
+
+def test_hierarchy_levels_shrink_to_the_coarsest():
+    o, _ = split(lattice_toggle(30))
+    h = Hierarchy.build(o.indptr, o.indices, o.shape[0], aggregate=4, coarsest=50)
+    assert h.sizes == (961, 241, 61, 16)
+
+
+def test_undamped_jacobi_oscillates_on_a_bipartite_chain():
+    # every reaction changes x + y by one: the chain is bipartite, so plain Jacobi's
+    # iteration matrix has the eigenvalue -1 and the default damping is what converges
+    o, d = split(lattice_toggle(40))
+    n = o.shape[0]
+    with pytest.raises(ConvergenceError, match="stagnation"):
+        solve(CpuEngine(o, d), np.full(n, 1 / n),
+              SolverSettings(solver="jacobi", tol=1e-8, jacobi_omega=1.0, stagnation=20))
+    assert solve(CpuEngine(o, d), np.full(n, 1 / n),
+                 SolverSettings(solver="jacobi", tol=1e-8)).converged
+
+
+@pytest.mark.parametrize("solver", ["jacobi", "aggregation", "auto"])
+def test_bistable_switch_matches_a_dense_solve(solver):
+    o, d = split(lattice_toggle(50))
+    n = o.shape[0]
+    exact = dense_stationary((o + sps.diags(d)).toarray())
+    s = solve(CpuEngine(o, d), np.full(n, 1 / n), SolverSettings(solver=solver, tol=1e-11))
+    assert s.residual <= 1e-11 and s.solver.startswith(solver if solver != "auto" else "jacobi")
+    assert np.abs(s.p - exact).sum() <= 1e-6
+
+
+def test_auto_hands_a_slow_jacobi_over_to_aggregation():
+    o, d = split(lattice_toggle(50))
+    n = o.shape[0]
+    s = solve(CpuEngine(o, d), np.full(n, 1 / n),
+              SolverSettings(solver="auto", tol=1e-11, jacobi_omega=0.3, auto_window=200))
+    assert s.solver == "jacobi>aggregation" and s.residual <= 1e-11 and s.sweeps == 200
+
+
+def test_unconverged_is_an_error_with_the_partial_solution():
+    o, d = split(birth_death(10.0, 1.0, 60))
+    with pytest.raises(ConvergenceError, match=r"iteration limit.*residual") as err:
+        solve(CpuEngine(o, d), np.full(61, 1 / 61),
+              SolverSettings(solver="jacobi", tol=1e-15, max_sweeps=300, check_every=100))
+    assert err.value.solution.sweeps == 300 and not err.value.solution.converged
+    assert math.isclose(err.value.solution.p.sum(), 1.0)
+
+
+def test_absorbing_state_takes_a_uniformised_step():
+    # 0 <- 1 <- 2: state 0 has no way out; the stationary law is all mass on it
+    a = np.array([[0.0, 1.0, 0.0], [0.0, -1.0, 2.0], [0.0, 0.0, -2.0]])
+    o, d = split(sps.csr_matrix(a))
+    s = solve(CpuEngine(o, d), np.full(3, 1 / 3),
+              SolverSettings(solver="jacobi", tol=1e-12, check_every=10))
+    assert np.allclose(s.p, [1.0, 0.0, 0.0], atol=1e-12)
+
+
+def test_coarsest_solution_of_a_reducible_chain_is_a_distribution():
+    q = coarsest_solution(np.zeros((3, 3)))
+    assert np.all(q >= 0) and math.isclose(q.sum(), 1.0)
