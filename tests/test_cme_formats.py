@@ -16,9 +16,9 @@ from sbmlgpu.errors import OptionError
 from sbmlgpu.plugins.cme import formats as F
 
 
-def lattice_sources(nx: int, ny: int) -> np.ndarray:
-    """sources (4, n) of 0->X, X->0, 0->Y, Y->0 on the box [0, nx] x [0, ny], states in
-    depth-first order from (0, 0) (reactions tried in model order)."""
+def lattice(nx: int, ny: int) -> tuple[np.ndarray, np.ndarray]:
+    """(sources, targets), each (4, n), of 0->X, X->0, 0->Y, Y->0 on the box [0, nx] x
+    [0, ny], states in depth-first order from (0, 0) (reactions tried in model order)."""
     moves = [(1, 0), (-1, 0), (0, 1), (0, -1)]  # net change of each reaction
     index: dict[tuple[int, int], int] = {}
     stack = [(0, 0)]
@@ -32,11 +32,18 @@ def lattice_sources(nx: int, ny: int) -> np.ndarray:
             if 0 <= t[0] <= nx and 0 <= t[1] <= ny and t not in index:
                 stack.append(t)
     sources = np.full((4, len(index)), -1, np.int32)
+    targets = np.full((4, len(index)), -1, np.int32)
     for (x, y), i in index.items():
         for r, (dx, dy) in enumerate(moves):
             j = index.get((x - dx, y - dy))  # the state reaction r takes to (x, y)
             sources[r, i] = -1 if j is None else j
-    return sources
+            k = index.get((x + dx, y + dy))  # where reaction r takes (x, y)
+            targets[r, i] = -1 if k is None else k
+    return sources, targets
+
+
+def lattice_sources(nx: int, ny: int) -> np.ndarray:
+    return lattice(nx, ny)[0]
 
 
 def random_sources(rng, R: int, n: int, present: float = 0.6) -> np.ndarray:
