@@ -84,6 +84,26 @@ def test_dimerisation_law_has_no_edge_at_one_molecule():
     check_consistent(space)
 
 
+def test_a_law_that_reactions_only_lower_bounds_too():
+    """S1 -> 0, 2 S1 <=> S2, S2 -> S3: nothing is conserved, but no reaction raises
+    S1 + 2*S2 + 2*S3, so it bounds every species (and nothing leaves the bounds)."""
+    S1, S2 = sym("S1"), sym("S2")
+    net = network({"S1": 9.0, "S2": 0.0, "S3": 0.0}, {},
+                  [reaction("decay", ["S1"], [], 0.1 * S1),
+                   reaction("dimerise", ["S1"], ["S2"], 0.2 * S1 * (S1 - 1) / 2,
+                            stoich={"S1": 2}),
+                   reaction("split", ["S2"], ["S1"], 0.3 * S2, stoich={"S1": 2}),
+                   reaction("convert", ["S2"], ["S3"], 0.4 * S2)])
+    space = enumerate_states(model.build(net), {}, {})
+    assert space.bounds == {"S1": 9, "S2": 4, "S3": 4}
+    assert space.bound_origin["S1"] == "S1 + 2*S2 <= 9"
+    assert space.bound_origin["S3"] == "S1 + 2*S2 + 2*S3 <= 9"
+    assert not space.boundary.any()
+    weights = np.array([1, 2, 2])
+    assert (weights @ space.states <= 9).all()
+    check_consistent(space)
+
+
 def test_a_species_nothing_bounds_needs_a_bound_and_is_named():
     m = model.build(three_species())
     with pytest.raises(OptionError, match="bound") as err:

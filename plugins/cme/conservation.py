@@ -3,12 +3,15 @@
 A conservation law is a weight vector w >= 0 over the species with N w = 0 for the
 (R, S) net stoichiometry N: every firing leaves w . x unchanged, so from the initial
 state x0 every reachable state has w . x = w . x0 and, all counts being >= 0,
-x_k <= (w . x0) / w_k. For a species without --bound the tightest such bound is a
-linear programme (scipy's HiGHS): minimise w . x0 subject to N w = 0, w >= 0,
-w_k = 1. Its optimum is a vertex, a vector of small rationals: it is rebuilt
-exactly (fractions) and checked, N w = 0 in exact arithmetic, before it is used, so
-a bound never rests on rounding. The law is recorded as text ("A + B = 10") for the
-result's `bound_origin`.
+x_k <= (w . x0) / w_k. The same holds for w with N w <= 0 (no reaction increases
+w . x: a law that degradation only lowers, as S1 + 2*S2 <= 100 when S1 decays and
+2 S1 <=> S2), and dropping reactions at a bound keeps it true, so those bound too.
+For a species without --bound the tightest such bound is a linear programme
+(scipy's HiGHS): minimise w . x0 subject to N w <= 0, w >= 0, w_k = 1. Its optimum
+is a vertex, a vector of small rationals: it is rebuilt exactly (fractions) and
+checked in exact arithmetic before it is used, so a bound never rests on rounding.
+The law is recorded as text ("A + B = 10", or "S1 + 2*S2 <= 100" when reactions
+can lower it) for the result's `bound_origin`.
 
 A species that no such law bounds needs --bound (an OptionError naming it): the
 enumeration would not end.
@@ -61,33 +64,39 @@ def check_given(species: Sequence[str], fixed: Sequence[str],
 
 
 def tightest_law(stoichiometry: np.ndarray, x0: np.ndarray, k: int) -> list[Fraction] | None:
-    """The conservation law w (w_k = 1, exact fractions) that bounds species k
-    tightest from x0, or None when no law with w >= 0 covers k."""
+    """The law w (w >= 0, N w <= 0, w_k = 1, exact fractions) that bounds species k
+    tightest from x0, or None when no such law covers k."""
     from scipy.optimize import linprog
 
     n_reactions, n_species = stoichiometry.shape
     fix_k = np.zeros((1, n_species))
     fix_k[0, k] = 1.0
-    a_eq = np.vstack([stoichiometry.astype(float), fix_k])
-    b_eq = np.zeros(n_reactions + 1)
-    b_eq[-1] = 1.0
-    found = linprog(np.asarray(x0, dtype=float), A_eq=a_eq, b_eq=b_eq,
-                    bounds=[(0, None)] * n_species, method="highs")
-    if found.status != 0:  # infeasible: nothing bounds k (unbounded cannot happen: c >= 0)
+    # a tiny cost on every weight breaks ties towards laws with fewer species (the
+    # same bound, a shorter text); any feasible w gives a valid bound
+    cost = np.asarray(x0, dtype=float) + 1e-9
+    found = linprog(cost, A_ub=stoichiometry.astype(float) if n_reactions else None,
+                    b_ub=np.zeros(n_reactions) if n_reactions else None,
+                    A_eq=fix_k, b_eq=[1.0], bounds=[(0, None)] * n_species, method="highs")
+    if found.status != 0:  # infeasible: nothing bounds k (unbounded cannot happen: c > 0)
         return None
     w = [Fraction(float(v)).limit_denominator(_MAX_DENOMINATOR) for v in found.x]
     w[k] = Fraction(1)
-    exact = all(sum((int(n) * wi for n, wi in zip(row, w)), Fraction(0)) == 0
-                for row in stoichiometry) and min(w) >= 0
+    exact = min(w) >= 0 and all(_change(row, w) <= 0 for row in stoichiometry)
     return w if exact else None
 
 
-def law_text(species: Sequence[str], w: Sequence[Fraction], total: Fraction) -> str:
-    """`A + 2*B = 10`: the law with whole weights."""
+def _change(row: np.ndarray, w: Sequence[Fraction]) -> Fraction:
+    """How much one firing of a reaction changes w . x (exactly)."""
+    return sum((int(n) * wi for n, wi in zip(row, w)), Fraction(0))
+
+
+def law_text(species: Sequence[str], w: Sequence[Fraction], total: Fraction,
+             conserved: bool = True) -> str:
+    """`A + 2*B = 10` (`<=` when reactions can lower it): the law with whole weights."""
     scale = math.lcm(*(f.denominator for f in w), total.denominator)
     terms = [(int(f * scale), sid) for f, sid in zip(w, species) if f]
     left = " + ".join(sid if c == 1 else f"{c}*{sid}" for c, sid in terms)
-    return f"{left} = {int(total * scale)}"
+    return f"{left} {'=' if conserved else '<='} {int(total * scale)}"
 
 
 def resolve_bounds(species: Sequence[str], stoichiometry: np.ndarray, x0: np.ndarray,
@@ -108,7 +117,8 @@ def resolve_bounds(species: Sequence[str], stoichiometry: np.ndarray, x0: np.nda
             continue
         total = sum((wi * int(c) for wi, c in zip(w, x0)), Fraction(0))
         bounds[sid] = math.floor(total)  # w_k = 1
-        origin[sid] = law_text(species, w, total)
+        conserved = all(_change(row, w) == 0 for row in stoichiometry)
+        origin[sid] = law_text(species, w, total, conserved)
     if unbounded:
         raise OptionError("bound", f"no conservation law bounds {', '.join(unbounded)}: give "
                                    f"--bound ID=N for "

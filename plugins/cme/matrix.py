@@ -23,11 +23,18 @@ def offdiag_csr(space: StateSpace, prop: np.ndarray) -> sparse.csr_matrix:
     targets[r, j] == i (equivalently sources[r, i] == j); entries of reactions with
     the same jump are summed."""
     prop = np.asarray(prop, dtype=np.float64)
-    edge = space.targets >= 0
-    reaction, column = np.nonzero(edge)
-    rows = space.targets[reaction, column]
+    rows, columns, values = [], [], []
+    for r in range(space.targets.shape[0]):  # R reactions: int32 indices, not int64 pairs
+        column = np.flatnonzero(space.targets[r] >= 0).astype(np.int32)
+        rows.append(space.targets[r, column])
+        columns.append(column)
+        values.append(prop[r, column])
     n = space.n
-    out = sparse.coo_matrix((prop[reaction, column], (rows, column)), shape=(n, n)).tocsr()
+    if not rows:
+        return sparse.csr_matrix((n, n), dtype=np.float64)
+    out = sparse.coo_matrix((np.concatenate(values), (np.concatenate(rows),
+                                                      np.concatenate(columns))),
+                            shape=(n, n)).tocsr()
     out.sum_duplicates()
     return out
 
