@@ -80,12 +80,11 @@ class PropensityError(SimulationError):
 
 
 def bytes_per_state(n_species: int, n_reactions: int) -> int:
-    """Peak host bytes per state while enumerating: the search's arrays (states,
-    targets, boundary; up to twice over while they grow), its hash table (at most 4
-    slots of 4 bytes per state) and stack (8), and the numpy outputs (states,
-    sources, targets, boundary) they are copied into."""
-    search = 2 * (4 * n_species + 4 * n_reactions + 1) + 16 + 8
-    return search + 4 * n_species + 8 * n_reactions + 1
+    """Peak host bytes per state: the search's blocks (counts, targets, boundary
+    flag), its hash table (at most 4 slots of 4 bytes per state) and stack (8), and
+    the numpy sources, which the copy fills at once. The copy frees each block as it
+    fills numpy's states and targets, so those two are not counted twice."""
+    return (4 * n_species + 4 * n_reactions + 1) + 16 + 8 + 4 * n_reactions
 
 
 def available_memory() -> int:

@@ -19,8 +19,11 @@
       only touched pages cost memory) when Python says it fits, else an
       open-addressing hash table (linear probing, grown at half load) over the
       states found so far.
-  Outputs stay in C++ memory (state-major, cache-friendly while searching) until
-  cme_copy writes them species/reaction-major into numpy's buffers.
+  Storage: blocks of CME_BLOCK states, state-major (a state's counts and its R
+  targets are adjacent while searching), allocated as the search grows (no
+  realloc copies); cme_copy writes them species/reaction-major into numpy's
+  buffers and frees each block once copied, so the peak is about one copy of the
+  outputs, not two.
 #}
 {{ function }}
 
@@ -39,16 +42,40 @@
 /* targets entry while searching: an edge whose target is not looked up yet */
 #define CME_PENDING (-2)
 
+#define CME_BLOCK_BITS 16
+#define CME_BLOCK ((int64_t)1 << CME_BLOCK_BITS)
+#define CME_BLOCK_MASK (CME_BLOCK - 1)
+
 typedef struct {
-    int64_t n, cap;         /* states found; room for */
-    int32_t* states;        /* n x CME_S, state-major */
-    int32_t* targets;       /* n x CME_R */
-    uint8_t* boundary;      /* n */
+    int64_t n;              /* states found */
+    int64_t blocks, block_room;  /* blocks allocated; room in the pointer arrays */
+    int32_t** states;       /* per block: CME_BLOCK x CME_S */
+    int32_t** targets;      /* per block: CME_BLOCK x CME_R */
+    uint8_t** boundary;     /* per block: CME_BLOCK */
     int direct;             /* lookup: 1 direct index over the box, 0 hash table */
     uint32_t* table;        /* index + 1 per box cell or hash slot (0: empty) */
     int64_t table_size;     /* box cells, or hash slots (a power of two) */
     int64_t stride[CME_S + 1];
+    /* the jumps, sparse: reaction r changes species jump_k[jump_at[r] ..
+       jump_at[r + 1]) by jump_d[...] */
+    int jump_at[CME_R + 1];
+    int jump_k[CME_R * CME_S + 1], jump_d[CME_R * CME_S + 1];
 } cme_space;
+
+static inline int32_t* cme_state(const cme_space* s, int64_t i)
+{
+    return s->states[i >> CME_BLOCK_BITS] + (i & CME_BLOCK_MASK) * CME_S;
+}
+
+static inline int32_t* cme_targets(const cme_space* s, int64_t i)
+{
+    return s->targets[i >> CME_BLOCK_BITS] + (i & CME_BLOCK_MASK) * CME_R;
+}
+
+static inline uint8_t* cme_boundary(const cme_space* s, int64_t i)
+{
+    return s->boundary[i >> CME_BLOCK_BITS] + (i & CME_BLOCK_MASK);
+}
 
 typedef struct { int32_t state, next; } cme_frame;
 
@@ -91,7 +118,7 @@ static int64_t cme_find(const cme_space* s, const int32_t* x, int64_t* slot)
     const uint64_t mask = (uint64_t)s->table_size - 1;
     for (uint64_t h = cme_hash(x) & mask;; h = (h + 1) & mask) {
         const uint32_t v = s->table[h];
-        if (v == 0 || cme_same(s->states + (int64_t)(v - 1) * CME_S, x)) {
+        if (v == 0 || cme_same(cme_state(s, (int64_t)v - 1), x)) {
             *slot = (int64_t)h;
             return (int64_t)v - 1;
         }
@@ -108,28 +135,46 @@ static int cme_rehash(cme_space* s, int64_t size)
     s->table_size = size;
     for (int64_t i = 0; i < s->n; ++i) {
         int64_t slot;
-        cme_find(s, s->states + i * CME_S, &slot);
+        cme_find(s, cme_state(s, i), &slot);
         s->table[slot] = (uint32_t)(i + 1);
     }
     return 1;
 }
 
-static int cme_grow(cme_space* s, int64_t cap)
+/* Room for one more block of states. */
+static int cme_add_block(cme_space* s)
 {
-    /* realloc of a large block moves pages (mremap), it does not copy them */
-    int32_t* states = (int32_t*)realloc(s->states, (size_t)(cap * CME_S + 1) * sizeof(int32_t));
-    if (states)
-        s->states = states;
-    int32_t* targets = (int32_t*)realloc(s->targets, (size_t)(cap * CME_R + 1) * sizeof(int32_t));
-    if (targets)
-        s->targets = targets;
-    uint8_t* boundary = (uint8_t*)realloc(s->boundary, (size_t)cap + 1);
-    if (boundary)
-        s->boundary = boundary;
-    if (!states || !targets || !boundary)
-        return 0;
-    s->cap = cap;
-    return 1;
+    if (s->blocks == s->block_room) {
+        const int64_t room = 2 * s->block_room + 16;
+        int32_t** states = (int32_t**)realloc(s->states, (size_t)room * sizeof(int32_t*));
+        if (states)
+            s->states = states;
+        int32_t** targets = (int32_t**)realloc(s->targets, (size_t)room * sizeof(int32_t*));
+        if (targets)
+            s->targets = targets;
+        uint8_t** boundary = (uint8_t**)realloc(s->boundary, (size_t)room * sizeof(uint8_t*));
+        if (boundary)
+            s->boundary = boundary;
+        if (!states || !targets || !boundary)
+            return 0;
+        s->block_room = room;
+    }
+    const int64_t b = s->blocks;
+    s->states[b] = (int32_t*)malloc((size_t)(CME_BLOCK * CME_S + 1) * sizeof(int32_t));
+    s->targets[b] = (int32_t*)malloc((size_t)(CME_BLOCK * CME_R + 1) * sizeof(int32_t));
+    s->boundary[b] = (uint8_t*)malloc((size_t)CME_BLOCK);
+    s->blocks += 1;  /* counted even when one failed: cme_free frees what is there */
+    return s->states[b] && s->targets[b] && s->boundary[b];
+}
+
+static void cme_free_block(cme_space* s, int64_t b)
+{
+    free(s->states[b]);
+    free(s->targets[b]);
+    free(s->boundary[b]);
+    s->states[b] = NULL;
+    s->targets[b] = NULL;
+    s->boundary[b] = NULL;
 }
 
 static void cme_fail(int64_t* info, int status, int r, int64_t state, const int32_t* x)
@@ -143,26 +188,26 @@ static void cme_fail(int64_t* info, int status, int r, int64_t state, const int3
 
 /* A new state: its index, then its propensities and the fate of each reaction. */
 static int cme_discover(cme_space* s, const int32_t* x, int64_t slot, const int32_t* bounds,
-                        const int32_t* delta, int64_t max_states, int64_t* info)
+                        int64_t max_states, int64_t* info)
 {
     if (s->n >= max_states) {
         info[0] = CME_TOO_MANY;
         return 0;
     }
-    if (s->n == s->cap && !cme_grow(s, s->cap * 2)) {
+    if (s->n == s->blocks * CME_BLOCK && !cme_add_block(s)) {
         info[0] = CME_NO_MEMORY;
         return 0;
     }
     const int64_t i = s->n++;
-    memcpy(s->states + i * CME_S, x, CME_S * sizeof(int32_t));
+    memcpy(cme_state(s, i), x, CME_S * sizeof(int32_t));
     s->table[slot] = (uint32_t)(i + 1);
-    s->boundary[i] = 0;
+    uint8_t* boundary = cme_boundary(s, i);
+    int32_t* targets = cme_targets(s, i);
+    *boundary = 0;
     double a[CME_R + 1];
     cme_propensities(x, 1, a, 1);
     for (int r = 0; r < CME_R; ++r) {
-        int32_t* target = s->targets + i * CME_R + r;
-        const int32_t* d = delta + r * CME_S;
-        *target = -1;
+        targets[r] = -1;
         if (!(a[r] - a[r] == 0.0)) {  /* NaN or infinite */
             cme_fail(info, CME_NOT_FINITE, r, i, x);
             return 0;
@@ -171,23 +216,23 @@ static int cme_discover(cme_space* s, const int32_t* x, int64_t slot, const int3
             cme_fail(info, CME_NEGATIVE_PROPENSITY, r, i, x);
             return 0;
         }
-        int jumps = 0, negative = 0, beyond = 0;
-        for (int k = 0; k < CME_S; ++k) {
-            const int64_t y = (int64_t)x[k] + d[k];
-            jumps |= d[k] != 0;
+        if (a[r] == 0.0 || s->jump_at[r] == s->jump_at[r + 1])  /* no rate, or no jump */
+            continue;
+        int negative = 0, beyond = 0;
+        for (int e = s->jump_at[r]; e < s->jump_at[r + 1]; ++e) {
+            const int k = s->jump_k[e];
+            const int64_t y = (int64_t)x[k] + s->jump_d[e];
             negative |= y < 0;
             beyond |= y > bounds[k];
         }
-        if (a[r] == 0.0 || !jumps)
-            continue;
         if (negative) {
             cme_fail(info, CME_NEGATIVE_COUNT, r, i, x);
             return 0;
         }
         if (beyond)
-            s->boundary[i] = 1;
+            *boundary = 1;
         else
-            *target = CME_PENDING;
+            targets[r] = CME_PENDING;
     }
     if (!s->direct && 2 * s->n > s->table_size && !cme_rehash(s, 2 * s->table_size)) {
         info[0] = CME_NO_MEMORY;
@@ -201,6 +246,8 @@ extern "C" void cme_free(void* handle)
     cme_space* s = (cme_space*)handle;
     if (!s)
         return;
+    for (int64_t b = 0; b < s->blocks; ++b)
+        cme_free_block(s, b);
     free(s->states);
     free(s->targets);
     free(s->boundary);
@@ -227,17 +274,27 @@ extern "C" void* cme_enumerate(const int32_t* x0, const int32_t* bounds, const i
             s->stride[k] = box;
             box *= (int64_t)bounds[k] + 1;
         }
+        int e = 0;
+        for (int r = 0; r < CME_R; ++r) {
+            s->jump_at[r] = e;
+            for (int k = 0; k < CME_S; ++k)
+                if (delta[r * CME_S + k] != 0) {
+                    s->jump_k[e] = k;
+                    s->jump_d[e++] = delta[r * CME_S + k];
+                }
+        }
+        s->jump_at[CME_R] = e;
         s->table_size = direct ? box : 1024;
         s->table = (uint32_t*)calloc((size_t)s->table_size, sizeof(uint32_t));
         stack = (cme_frame*)malloc((size_t)stack_cap * sizeof(cme_frame));
-        ok = s->table && stack && cme_grow(s, 1024);
+        ok = s->table && stack;
     }
     if (!ok) {
         info[0] = CME_NO_MEMORY;
     } else {
         int64_t slot;
         cme_find(s, x0, &slot);
-        ok = cme_discover(s, x0, slot, bounds, delta, max_states, info);
+        ok = cme_discover(s, x0, slot, bounds, max_states, info);
         if (ok)
             cme_push(stack, &depth, 0);
     }
@@ -245,21 +302,23 @@ extern "C" void* cme_enumerate(const int32_t* x0, const int32_t* bounds, const i
     while (ok && depth > 0) {
         cme_frame* top = stack + depth - 1;
         const int64_t i = top->state;
+        int32_t* targets = cme_targets(s, i);
         int r = top->next;
-        while (r < CME_R && s->targets[i * CME_R + r] != CME_PENDING)
+        while (r < CME_R && targets[r] != CME_PENDING)
             ++r;
         if (r == CME_R) {
             --depth;
             continue;
         }
         top->next = r + 1;
-        for (int k = 0; k < CME_S; ++k)
-            y[k] = s->states[i * CME_S + k] + delta[r * CME_S + k];
+        memcpy(y, cme_state(s, i), CME_S * sizeof(int32_t));
+        for (int e = s->jump_at[r]; e < s->jump_at[r + 1]; ++e)
+            y[s->jump_k[e]] += s->jump_d[e];
         int64_t slot;
         int64_t j = cme_find(s, y, &slot);
         if (j < 0) {
             j = s->n;
-            ok = cme_discover(s, y, slot, bounds, delta, max_states, info);
+            ok = cme_discover(s, y, slot, bounds, max_states, info);
             if (!ok)
                 break;
             if (depth == stack_cap) {
@@ -274,7 +333,7 @@ extern "C" void* cme_enumerate(const int32_t* x0, const int32_t* bounds, const i
             }
             cme_push(stack, &depth, j);
         }
-        s->targets[i * CME_R + r] = (int32_t)j;
+        targets[r] = (int32_t)j;  /* blocks never move: the pointer is still good */
     }
     free(stack);
     info[1] = s ? s->n : 0;
@@ -285,25 +344,33 @@ extern "C" void* cme_enumerate(const int32_t* x0, const int32_t* bounds, const i
     return s;
 }
 
-/* Write the enumerated space into numpy's buffers: states (S, n), sources and
-   targets (R, n) (sources[r, targets[r, j]] = j), boundary (n,). */
+/* Write the enumerated space into numpy's buffers -- states (S, n), sources and
+   targets (R, n) (sources[r, targets[r, j]] = j), boundary (n,) -- freeing each
+   block once it is copied. The handle then holds no states: only cme_free. */
 extern "C" void cme_copy(void* handle, int32_t* states, int32_t* sources, int32_t* targets,
                          uint8_t* boundary)
 {
-    const cme_space* s = (const cme_space*)handle;
+    cme_space* s = (cme_space*)handle;
     const int64_t n = s->n;
-    for (int64_t i = 0; i < n; ++i)
-        for (int k = 0; k < CME_S; ++k)
-            states[k * n + i] = s->states[i * CME_S + k];
     memset(sources, 0xff, (size_t)(n * CME_R) * sizeof(int32_t));  /* -1 */
-    for (int64_t i = 0; i < n; ++i)
-        for (int r = 0; r < CME_R; ++r) {
-            const int32_t t = s->targets[i * CME_R + r];
-            targets[r * n + i] = t;
-            if (t >= 0)
-                sources[r * n + t] = (int32_t)i;
+    for (int64_t b = 0; b < s->blocks; ++b) {
+        const int64_t lo = b * CME_BLOCK, hi = lo + CME_BLOCK < n ? lo + CME_BLOCK : n;
+        for (int64_t i = lo; i < hi; ++i) {
+            const int32_t* x = cme_state(s, i);
+            for (int k = 0; k < CME_S; ++k)
+                states[k * n + i] = x[k];
+            const int32_t* t = cme_targets(s, i);
+            for (int r = 0; r < CME_R; ++r) {
+                targets[r * n + i] = t[r];
+                if (t[r] >= 0)
+                    sources[r * n + t[r]] = (int32_t)i;
+            }
         }
-    memcpy(boundary, s->boundary, (size_t)n);
+        if (hi > lo)
+            memcpy(boundary + lo, cme_boundary(s, lo), (size_t)(hi - lo));
+        cme_free_block(s, b);
+    }
+    s->n = 0;
 }
 
 /* prop (R, n) from states (S, n): the host build of the GPU's propensity kernel. */
