@@ -48,8 +48,9 @@ def test_every_package_is_listed_and_every_listed_package_exists():
         covered = {p.name for pattern in data.get(package, ()) for p in folder.glob(pattern)}
         assert files and files == covered, f"{package}: files not in its package-data: " \
                                            f"{sorted(files - covered)}"
-    for folder in {p.parent for top in ("core", "plugins")
-                   for p in (ROOT / top).rglob("*.cu*")}:
+    # kernel templates: CUDA (.cu, .cuh) and host C++ (.cpp, e.g. the CME enumerator)
+    for folder in {p.parent for top in ("core", "plugins") for pattern in ("*.cu*", "*.cpp")
+                   for p in (ROOT / top).rglob(pattern)}:
         assert any(_folder(pkg) == folder for pkg in listed), f"{folder} is not packaged"
 
 
