@@ -34,6 +34,9 @@ class SteadyState(Task):
         "a stochastic model (chemical master equation), or the stationary state of a "
         "deterministic one.")
     result_class: ClassVar[type] = StateDistribution
+    #: the built-in steady-state method (the chemical master equation); another
+    #: installed backend runs with --backend NAME
+    default_backend: ClassVar[str | None] = "cme"
 
     initial: dict[str, float] = setting(
         {}, "initial value of a species (copy number or amount) or other variable, instead "
