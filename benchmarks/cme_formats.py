@@ -203,13 +203,17 @@ def main() -> None:
     p.add_argument("--solve-seconds", type=float, default=120.0)
     p.add_argument("--no-solve", action="store_true")
     p.add_argument("--no-cusparse", action="store_true")
+    p.add_argument("--cases", type=int, nargs="+", default=None,
+                   help="indices into CASES (default: all)")
+    p.add_argument("--name", default="cme_formats", help="JSON file name (without .json)")
     args = p.parse_args()
     device = gpu_device(args.cpu)
     if device is None:
         sys.exit("cme_formats.py measures the GPU: no GPU here")
     bandwidth = copy_bandwidth()
     print(f"copy bandwidth {bandwidth / 1e9:.0f} GB/s (read + write)", flush=True)
-    cases = QUICK if args.quick else ([] if args.only_huge else CASES)
+    cases = QUICK if args.quick else ([] if args.only_huge else
+                                      [CASES[i] for i in (args.cases or range(len(CASES)))])
     if args.huge or args.only_huge:
         cases = cases + HUGE
     rows = []
@@ -221,7 +225,7 @@ def main() -> None:
                        ("ms/sweep", "sweep_s", ".3e"), ("GB/s", "gb_s", ".0f"),
                        ("copy %", "copy_fraction", ".1%"), ("x cuSPARSE", "vs_cusparse_sweep",
                                                              ".2f")]))
-    write_json(args.out, "cme_formats", {"machine": describe(device),
+    write_json(args.out, args.name, {"machine": describe(device),
                                          "copy_bandwidth_bytes_s": bandwidth,
                                          "tol": args.tol, "rows": rows})
 
