@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 import scipy.sparse as sps
+from scipy.sparse.linalg import spsolve
 from scipy.stats import poisson
 
 from sbmlgpu.plugins.cme.aggregation import Hierarchy
@@ -167,3 +168,35 @@ def test_absorbing_state_takes_a_uniformised_step():
 def test_coarsest_solution_of_a_reducible_chain_is_a_distribution():
     q = coarsest_solution(np.zeros((3, 3)))
     assert np.all(q >= 0) and math.isclose(q.sum(), 1.0)
+
+
+@pytest.fixture(scope="module")
+def schnakenberg():
+    """The shipped Schnakenberg model at bounds 150: a limit cycle (a chain far from
+    reversible), where the aggregation V-cycle is not a contraction."""
+    from pathlib import Path
+
+    import sbmlgpu
+    from sbmlgpu.plugins.cme.matrix import diagonal, offdiag_csr
+    from sbmlgpu.plugins.cme.model import build
+    from sbmlgpu.plugins.cme.statespace import enumerate_states, propensities_host
+
+    path = Path(__file__).resolve().parents[1] / "sbml_models" / "cme_schnakenberg.xml"
+    model = build(sbmlgpu.load(path))
+    space = enumerate_states(model, {"X": 150, "Y": 150})
+    prop = propensities_host(model, space)
+    return offdiag_csr(space, prop), diagonal(space, prop)
+
+
+def test_diverging_aggregation_is_reported_and_auto_recovers(schnakenberg):
+    o, d = schnakenberg
+    n = o.shape[0]
+    a = (o + sps.diags(d)).tolil()
+    a[n - 1, :] = 1.0  # A p = 0 with sum p = 1 in place of the last equation
+    exact = spsolve(a.tocsc(), np.r_[np.zeros(n - 1), 1.0])
+    with pytest.raises(ConvergenceError, match="divergence of the aggregation cycles"):
+        solve(CpuEngine(o, d), np.full(n, 1 / n), SolverSettings(solver="aggregation"))
+    s = solve(CpuEngine(o, d), np.full(n, 1 / n),
+              SolverSettings(solver="auto", tol=1e-10, auto_window=200, jacobi_omega=0.5))
+    assert s.converged and s.solver.endswith("jacobi") and "aggregation" in s.solver
+    assert np.abs(s.p - exact).sum() <= 1e-6

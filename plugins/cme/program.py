@@ -51,8 +51,12 @@ class CmeProgram(Program):
             try:
                 solution = solve(engine, p0, settings, progress=bar.update)
             except ConvergenceError as error:
-                error.result = self._result(space, engine, error.solution, engine_info,
-                                            timings)
+                # the partial answer rides on the error for Python callers (never written)
+                try:
+                    error.result = self._result(space, engine, error.solution, engine_info,
+                                                timings)
+                except ValueError:  # not a distribution (a diverged iterate): none
+                    error.result = None
                 raise
         timings["solve_s"] = time.perf_counter() - mark
         self.last_timings = timings

@@ -11,7 +11,10 @@ algorithm and stop by the same test.
   as the smoother: the slow modes of a CME chain (a bistable switch flipping between
   its two states, say) are the ones Jacobi cannot damp and a coarse chain sees at once.
 - `auto`: Jacobi for a trial window; if the measured rate says it will need more than
-  `auto_patience` times the window to reach the tolerance, aggregation from there.
+  `auto_patience` times the window to reach the tolerance (or it stagnates),
+  aggregation from there; if aggregation diverges or stagnates, Jacobi again from
+  the best iterate aggregation reached. `Solution.solver` names the path taken,
+  e.g. "jacobi>aggregation>jacobi".
 
 Stopping test, checked every `check_every` sweeps (Jacobi) or every cycle: the
 normalised residual ||A p||_inf / (||A||_inf ||p||_inf) <= tol (the paper's), with p
@@ -32,6 +35,8 @@ import numpy as np
 from sbmlgpu.errors import SimulationError
 
 SOLVERS = ("auto", "jacobi", "aggregation")
+#: aggregation gives up when a cycle leaves the residual this many times its best
+DIVERGED = 100.0
 #: a phase stagnates when `stagnation` checks improve its best residual by less than 1 %
 STAGNANT = 0.99
 
@@ -90,6 +95,7 @@ class _Run:
         self.history: list[tuple[str, int, float, float]] = []
         self.residual = math.inf
         self.residual_l1 = math.inf
+        self.stop_reason: str | None = None  # why the last phase gave up, when it says
 
     def check(self, p, phase: str, iteration: int) -> float:
         engine = self.engine
@@ -136,12 +142,24 @@ def solve(engine, p0: np.ndarray, settings: SolverSettings,
         run.phases.append("none")
         return run.solution(p, True)
     if settings.solver == "aggregation":
-        return _aggregation(run, p)
+        p, done = _aggregation(run, p)
+        return _finish(run, p, done)
     window = None if settings.solver == "jacobi" else settings.auto_window
     p, done = _jacobi(run, p, window)
-    if done or settings.solver == "jacobi":
+    if done or settings.solver == "jacobi" or _limits_reached(run):
+        return _finish(run, p, bool(done))
+    p, done = _aggregation(run, p)
+    if done or _limits_reached(run):
         return _finish(run, p, done)
-    return _aggregation(run, p)
+    # aggregation gave up (diverged or stagnated): Jacobi again, from its best iterate
+    p, done = _jacobi(run, p, None)
+    return _finish(run, p, bool(done))
+
+
+def _limits_reached(run: _Run) -> bool:
+    s = run.settings
+    return (run.out_of_time() or run.sweeps >= s.max_sweeps or run.cycles >= s.max_cycles
+            or not math.isfinite(run.residual))
 
 
 def _jacobi(run: _Run, p, window: int | None):
@@ -183,19 +201,33 @@ def _jacobi_too_slow(run: _Run, start_sweeps: int) -> bool:
     return needed > s.auto_patience * s.auto_window
 
 
-def _aggregation(run: _Run, p) -> Solution:
+def _aggregation(run: _Run, p):
+    """V-cycles until converged (True) or given up (False), returning the best iterate.
+    Gives up on stagnation, on a residual that is not finite, and on divergence (a
+    residual DIVERGED times the best): the V-cycle is not a contraction on every
+    chain (measured: the Schnakenberg limit cycle, docs/cme.md), and auto then goes
+    back to Jacobi from the best iterate rather than from a worse one."""
     s = run.settings
     run.phases.append("aggregation")
     levels = run.engine.levels()
-    for cycle in range(1, s.max_cycles + 1):
+    best, best_residual = p, run.residual
+    while run.cycles < s.max_cycles:
         p = _vcycle(levels, 0, p, s)
         run.cycles += 1
-        residual = run.check(p, "aggregation", cycle)
+        residual = run.check(p, "aggregation", run.cycles)
         if residual <= s.tol:
-            return _finish(run, p, True)
+            return p, True
+        if residual < best_residual:
+            best, best_residual = p, residual
+        if residual > DIVERGED * best_residual:
+            run.stop_reason = (f"divergence of the aggregation cycles (residual {residual:.3g}"
+                               f", {DIVERGED:g} times their best {best_residual:.3g})")
+            break
         if not math.isfinite(residual) or run.out_of_time() or run.stagnated():
             break
-    return _finish(run, p, False)
+    if best is not p:
+        run.check(best, "aggregation", run.cycles)  # the residual reported is the best's
+    return best, False
 
 
 def _vcycle(levels, k: int, p, s: SolverSettings):
@@ -229,7 +261,8 @@ def _finish(run: _Run, p, converged: bool) -> Solution:
     if converged:
         return solution
     s = run.settings
-    why = ("the time limit" if run.out_of_time() else
+    why = (run.stop_reason if run.stop_reason and run.phases[-1] == "aggregation" else
+           "the time limit" if run.out_of_time() else
            f"stagnation (less than 1 % progress over {s.stagnation} checks)" if run.history and run.stagnated() else
            "a residual that is not finite" if not math.isfinite(run.residual) else
            "the iteration limit")
@@ -237,5 +270,6 @@ def _finish(run: _Run, p, converged: bool) -> Solution:
         f"the {solution.solver} solver stopped at {why} after {run.sweeps} Jacobi sweeps "
         f"and {run.cycles} aggregation cycles ({run.elapsed:.3g} s): normalised residual "
         f"{run.residual:.3g} > tol {s.tol:g}, ||A p||_1 = {run.residual_l1:.3g}. Try "
-        "--solver aggregation, a larger --max-sweeps/--max-cycles, or a looser --tol.",
+        f"{'--solver auto' if s.solver == 'aggregation' else '--solver aggregation'}, a "
+        "larger --max-sweeps/--max-cycles/--max-seconds, or a looser --tol.",
         solution)
