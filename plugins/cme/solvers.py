@@ -243,14 +243,19 @@ def _vcycle(levels, k: int, p, s: SolverSettings):
 
 def coarsest_solution(a: np.ndarray) -> np.ndarray:
     """The stationary vector of a small dense generator: A q = 0 with the last row
-    replaced by sum q = 1 (least squares, so a reducible chain still gives an answer),
-    negatives from rounding clipped."""
+    replaced by sum q = 1 (by LU; least squares when that is singular, so a reducible
+    chain still gives an answer), negatives from rounding clipped."""
     n = len(a)
     m = a.copy()
     m[-1, :] = 1.0
     b = np.zeros(n)
     b[-1] = 1.0
-    q = np.linalg.lstsq(m, b, rcond=None)[0]
+    try:  # LU: a tenth of the time of least squares, which is only the fallback
+        q = np.linalg.solve(m, b)
+        if not np.all(np.isfinite(q)):
+            raise np.linalg.LinAlgError("not finite")
+    except np.linalg.LinAlgError:
+        q = np.linalg.lstsq(m, b, rcond=None)[0]
     q = np.clip(q, 0.0, None)
     total = q.sum()
     return q / total if total > 0 else np.full(n, 1.0 / n)
