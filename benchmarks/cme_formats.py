@@ -102,7 +102,7 @@ def cusparse_times(offdiag, diag, sweeps: int) -> dict:
     return {"cusparse_spmv_s": spmv, "cusparse_sweep_s": sweep}
 
 
-def solve_times(engine, tol: float, seconds: float, solvers) -> dict:
+def solve_times(engine, tol: float, seconds: float, solvers, profiler=None) -> dict:
     from sbmlgpu.plugins.cme.solvers import ConvergenceError, SolverSettings, solve
 
     out = {}
@@ -112,6 +112,7 @@ def solve_times(engine, tol: float, seconds: float, solvers) -> dict:
         settings = SolverSettings(solver=solver, tol=tol, max_seconds=seconds,
                                   max_sweeps=10**9, max_cycles=10**6, stagnation=10**9)
         start = time.perf_counter()
+        launches = len(profiler.records()) if profiler is not None else 0
         try:
             s = solve(engine, np.full(n, 1.0 / n), settings)
             converged = True
@@ -120,10 +121,16 @@ def solve_times(engine, tol: float, seconds: float, solvers) -> dict:
         out[solver] = {"seconds": time.perf_counter() - start, "converged": converged,
                        "residual": s.residual, "sweeps": s.sweeps, "cycles": s.cycles,
                        "path": s.solver,
+                       # the GPU's own time in that solve (kernels, from CUDA events):
+                       # the rest of "seconds" is the host (launches, syncs, the
+                       # coarsest level's LU, the residual downloads)
+                       "kernel_seconds": (sum(r.ms for r in profiler.records()[launches:])
+                                          / 1e3 if profiler is not None else None),
                        "seconds_per_cycle": (s.seconds / s.cycles if solver == "aggregation"
                                              and s.cycles else None)}
         print(f"    {solver:12s} {'ok ' if converged else 'NOT'} {out[solver]['seconds']:8.2f} s "
-              f"residual {s.residual:.2e} sweeps {s.sweeps} cycles {s.cycles} ({s.solver})",
+              f"residual {s.residual:.2e} sweeps {s.sweeps} cycles {s.cycles} ({s.solver}), "
+              f"kernels {out[solver]['kernel_seconds'] or 0:.2f} s",
               flush=True)
     return out
 
@@ -131,6 +138,7 @@ def solve_times(engine, tol: float, seconds: float, solvers) -> dict:
 def measure(model_name: str, bounds: dict, device, args, bandwidth: float) -> list[dict]:
     from sbmlgpu import load
     from sbmlgpu.plugins.cme.gpu_engine import GpuEngine
+    from sbmlgpu.profile import Profiler
     from sbmlgpu.plugins.cme.gpu_rates import propensities_device
     from sbmlgpu.plugins.cme.matrix import diagonal, offdiag_csr
     from sbmlgpu.plugins.cme.model import build
@@ -151,9 +159,11 @@ def measure(model_name: str, bounds: dict, device, args, bandwidth: float) -> li
         row = dict(base, format=fmt)
         try:
             start = time.perf_counter()
+            solving = fmt == args.solve_format and not args.no_solve
+            profiler = Profiler() if solving else None
             engine = GpuEngine(fmt, space.sources, space.targets, prop, device=device,
-                               solver="jacobi" if fmt != args.solve_format else "auto",
-                               model_id=model.model_id)
+                               solver="auto" if solving else "jacobi",
+                               model_id=model.model_id, profiler=profiler)
             row["setup_s"] = time.perf_counter() - start
             f = engine.format
             p = engine.vector(np.full(space.n, 1.0 / space.n))
@@ -172,8 +182,14 @@ def measure(model_name: str, bounds: dict, device, args, bandwidth: float) -> li
                   f"{sweep * 1e3:8.3f} ms {row['gb_s']:7.1f} GB/s "
                   f"{100 * row['copy_fraction']:5.1f} % of copy (paper's count), "
                   f"{100 * row['compulsory_fraction']:5.1f} % (compulsory bytes)", flush=True)
-            if fmt == args.solve_format and not args.no_solve:
-                row["solve"] = solve_times(engine, args.tol, args.solve_seconds, args.solvers)
+            if solving:
+                if any(name != "jacobi" for name in args.solvers):
+                    start = time.perf_counter()
+                    engine.levels()  # the hierarchy, built once, timed apart from the cycles
+                    row["hierarchy_s"] = time.perf_counter() - start
+                    print(f"    hierarchy built in {row['hierarchy_s']:.2f} s", flush=True)
+                row["solve"] = solve_times(engine, args.tol, args.solve_seconds, args.solvers,
+                                           profiler)
             engine.close()
         except Exception as exc:  # noqa: BLE001 -- a format that cannot run is a result
             row["error"] = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"

@@ -69,6 +69,7 @@ SLICE_ROWS = 32  # a warp
 BLOCK_ROWS = 256  # the thread block within which SELL sorts its rows
 VALUE_BYTES, INDEX_BYTES, POINTER_BYTES = 8, 4, 8
 ROW_VECTOR_BYTES = 3 * VALUE_BYTES  # p_i, d_i read; y_i written
+FILL_SAMPLE_ROWS = 1 << 18  # rows sampled to find the candidate bands of a large matrix
 _CHUNK_ROWS = 1 << 21  # rows sorted per step while building (bounds the temporaries)
 
 
@@ -337,7 +338,7 @@ def build(name: str, sources, *, dia_fill: float = DEFAULT_DIA_FILL,
         return Format(name, n, R, (_csr(slots),))
     if name == "ell":
         return Format(name, n, R, (_ell(slots, slots.cols, slots.reactions),))
-    fill = band_fill(slots)
+    fill = band_fill(slots, dia_fill)
     offsets = tuple(sorted(o for o, f in fill.items() if f >= dia_fill))
     assigned, band_cols, band_reactions = _bands(slots, offsets)
     rest_cols, rest_reactions = _compact(slots.cols, slots.reactions,
@@ -351,19 +352,39 @@ def build(name: str, sources, *, dia_fill: float = DEFAULT_DIA_FILL,
     return Format(name, n, R, (dia, sell), dia_fill, fill)
 
 
-def band_fill(slots: RowSlots) -> dict[int, float]:
-    """For every offset (column - row) present, the fraction of the rows that have it."""
-    counts: dict[int, int] = {}
+def band_fill(slots: RowSlots, at_least: float = 0.0) -> dict[int, float]:
+    """For every offset (column - row) present, the fraction of the rows that have it.
+    Above FILL_SAMPLE_ROWS rows and with `at_least` > 0, only the offsets that an even
+    sample of FILL_SAMPLE_ROWS rows puts at half of `at_least` or more are counted (over
+    every row): sorting every entry's offset took most of a 10^7-state build."""
     n = slots.n
+    if at_least > 0 and n > FILL_SAMPLE_ROWS:
+        sample = np.linspace(0, n - 1, FILL_SAMPLE_ROWS).astype(np.int64)
+        candidates = [o for o, f in _offset_counts(slots, sample).items()
+                      if f / len(sample) >= at_least / 2]
+        counts = {o: 0 for o in candidates}
+        for a in range(0, n, _CHUNK_ROWS):
+            rows = np.arange(a, min(n, a + _CHUNK_ROWS))
+            offsets = slots.cols[rows].astype(np.int64) - rows[:, None]
+            valid = slots.cols[rows] >= 0
+            for o in candidates:
+                counts[o] += int(np.count_nonzero(((offsets == o) & valid).any(axis=1)))
+        return {o: c / n for o, c in sorted(counts.items())}
+    counts: dict[int, int] = {}
     for a in range(0, n, _CHUNK_ROWS):
-        cols = slots.cols[a:a + _CHUNK_ROWS].astype(np.int64)
-        rows = np.arange(a, a + len(cols))[:, None]
-        first = cols >= 0
-        first[:, 1:] &= cols[:, 1:] != cols[:, :-1]  # a column repeated in a row counts once
-        found, count = np.unique((cols - rows)[first], return_counts=True)
-        for o, c in zip(found.tolist(), count.tolist()):
+        part = _offset_counts(slots, np.arange(a, min(n, a + _CHUNK_ROWS)))
+        for o, c in part.items():
             counts[o] = counts.get(o, 0) + c
     return {o: c / n for o, c in sorted(counts.items())}
+
+
+def _offset_counts(slots: RowSlots, rows: np.ndarray) -> dict[int, int]:
+    """{offset: rows among `rows` that have it} (a column repeated in a row counts once)."""
+    cols = slots.cols[rows].astype(np.int64)
+    first = cols >= 0
+    first[:, 1:] &= cols[:, 1:] != cols[:, :-1]
+    found, count = np.unique((cols - rows[:, None])[first], return_counts=True)
+    return dict(zip(found.tolist(), count.tolist()))
 
 
 def _bands(slots: RowSlots, offsets: tuple[int, ...]):
