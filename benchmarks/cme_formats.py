@@ -112,7 +112,7 @@ def solve_times(engine, tol: float, seconds: float, solvers, profiler=None) -> d
         settings = SolverSettings(solver=solver, tol=tol, max_seconds=seconds,
                                   max_sweeps=10**9, max_cycles=10**6, stagnation=10**9)
         start = time.perf_counter()
-        launches = len(profiler.records()) if profiler is not None else 0
+        launches = len(profiler.records) if profiler is not None else 0
         try:
             s = solve(engine, np.full(n, 1.0 / n), settings)
             converged = True
@@ -124,7 +124,7 @@ def solve_times(engine, tol: float, seconds: float, solvers, profiler=None) -> d
                        # the GPU's own time in that solve (kernels, from CUDA events):
                        # the rest of "seconds" is the host (launches, syncs, the
                        # coarsest level's LU, the residual downloads)
-                       "kernel_seconds": (sum(r.ms for r in profiler.records()[launches:])
+                       "kernel_seconds": (sum(r.ms for r in profiler.records[launches:])
                                           / 1e3 if profiler is not None else None),
                        "seconds_per_cycle": (s.seconds / s.cycles if solver == "aggregation"
                                              and s.cycles else None)}
