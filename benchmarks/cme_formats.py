@@ -102,6 +102,16 @@ def cusparse_times(offdiag, diag, sweeps: int) -> dict:
     return {"cusparse_spmv_s": spmv, "cusparse_sweep_s": sweep}
 
 
+def _kernel_totals(records) -> dict:
+    """{kernel name: [launches, seconds]} of a solve, the largest first."""
+    totals: dict = {}
+    for r in records:
+        entry = totals.setdefault(r.kernel, [0, 0.0])
+        entry[0] += 1
+        entry[1] += r.ms / 1e3
+    return dict(sorted(totals.items(), key=lambda kv: -kv[1][1]))
+
+
 def solve_times(engine, tol: float, seconds: float, solvers, profiler=None) -> dict:
     from sbmlgpu.plugins.cme.solvers import ConvergenceError, SolverSettings, solve
 
@@ -126,11 +136,15 @@ def solve_times(engine, tol: float, seconds: float, solvers, profiler=None) -> d
                        # coarsest level's LU, the residual downloads)
                        "kernel_seconds": (sum(r.ms for r in profiler.records[launches:])
                                           / 1e3 if profiler is not None else None),
+                       "kernels_by_name": _kernel_totals(profiler.records[launches:])
+                       if profiler is not None else None,
                        "seconds_per_cycle": (s.seconds / s.cycles if solver == "aggregation"
                                              and s.cycles else None)}
         print(f"    {solver:12s} {'ok ' if converged else 'NOT'} {out[solver]['seconds']:8.2f} s "
               f"residual {s.residual:.2e} sweeps {s.sweeps} cycles {s.cycles} ({s.solver}), "
-              f"kernels {out[solver]['kernel_seconds'] or 0:.2f} s",
+              f"kernels {out[solver]['kernel_seconds'] or 0:.2f} s: "
+              + ", ".join(f"{k} {v[1]:.2f} s" for k, v in
+                          list((out[solver]['kernels_by_name'] or {}).items())[:5]),
               flush=True)
     return out
 
