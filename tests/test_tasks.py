@@ -155,9 +155,10 @@ def test_commands_exist_only_where_a_backend_computes_the_task(capsys, point, mo
     code = cli.main(["--help"])
     listed = capsys.readouterr().out
     assert code == 0 and re.search(r"^    run\b", listed, re.M)
-    assert "steady-state" not in listed and "estimate" not in listed
-    assert cli.main(["steady-state", "m.xml", "-o", "out"]) == 2  # no such command
-    assert "invalid choice: 'steady-state'" in capsys.readouterr().err
+    assert re.search(r"^    steady-state\b", listed, re.M)  # the built-in cme backend
+    assert "estimate" not in listed and "dbn" not in listed
+    assert cli.main(["estimate", "m.xml", "-o", "out"]) == 2  # no such command
+    assert "invalid choice: 'estimate'" in capsys.readouterr().err
 
 
 def test_backends_and_info_say_which_tasks_each_backend_computes(capsys, point, tmp_path):
@@ -171,13 +172,14 @@ def test_backends_and_info_say_which_tasks_each_backend_computes(capsys, point, 
 
 def test_steady_state_command_generates_flags_and_writes_every_format(capsys, point, tmp_path):
     model = write_decay_model(tmp_path)
-    code = cli.main(["steady-state", "--help"])
+    code = cli.main(["steady-state", "--backend", "point", "--help"])
     text = capsys.readouterr().out
     assert code == 0 and "--bound ID=N" in text and "--initial ID=VALUE" in text
     assert "--tol TOL" in text and "options of backend 'point'" in text and "--level" in text
     for fmt, suffix in (("csv", ".csv"), ("npz", ".npz"), ("hdf5", ".h5")):
-        code = cli.main(["steady-state", str(model), "--bound", "A=40", "--bound", "B=3",
-                         "--level", "3.5", "-o", str(tmp_path / fmt), "--format", fmt])
+        code = cli.main(["steady-state", str(model), "--backend", "point", "--bound", "A=40",
+                         "--bound", "B=3", "--level", "3.5", "-o", str(tmp_path / fmt),
+                         "--format", fmt])
         out = capsys.readouterr().out
         assert code == 0, out
         assert f"wrote {tmp_path / fmt / ('decay' + suffix)}" in out
@@ -222,7 +224,7 @@ def test_python_functions_are_generated_from_the_tasks(point, tmp_path):
     signature = inspect.signature(sbmlgpu.steady_state)
     assert list(signature.parameters)[:5] == ["model", "backend", "initial", "bounds", "tol"]
     assert "bounds:" in sbmlgpu.steady_state.__doc__
-    d = sbmlgpu.steady_state(network(), bounds={"A": 10}, options={"level": 4.0})
+    d = sbmlgpu.steady_state(network(), "point", bounds={"A": 10}, options={"level": 4.0})
     assert isinstance(d, StateDistribution) and d.states[0, 0] == 4.0
     with pytest.raises(OptionError, match="unknown option; known: initial, bound, tol"):
         sbmlgpu.steady_state(network(), bound={"A": 10})
@@ -237,12 +239,13 @@ def test_a_backend_answering_with_the_wrong_kind_is_a_plugin_error(point, monkey
     monkeypatch.setattr(PointProgram, "run", lambda self, task, s, p: "not a result")
     with pytest.raises(plugin_manager.PluginError, match="answered a steady-state task with "
                                                          "str, not StateDistribution"):
-        sbmlgpu.steady_state(network())
+        sbmlgpu.steady_state(network(), "point")
 
 
 def test_the_default_backend_is_the_only_one_that_can(point, monkeypatch):
-    assert plugin_manager.backend_for(SteadyState).name == "point"
+    assert plugin_manager.backend_for(SteadyState).name == "cme"  # the task's default
     assert plugin_manager.backend_for(TimeCourse).name == "reference"
+    assert plugin_manager.backend_for(Estimation).name == "point"  # the only one
     second = PointBackend()
     second.name = "point2"
 
@@ -252,9 +255,9 @@ def test_the_default_backend_is_the_only_one_that_can(point, monkeypatch):
             return [second]
 
     plugin_manager.manager().register(Plugin(), name="second")
-    with pytest.raises(OptionError, match="several backends compute a steady-state: point, "
+    with pytest.raises(OptionError, match="several backends compute a estimation: point, "
                                           "point2; name one with --backend"):
-        plugin_manager.backend_for(SteadyState)
+        plugin_manager.backend_for(Estimation)
 
 
 def test_execute_takes_only_tasks():
