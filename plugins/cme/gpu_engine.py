@@ -40,6 +40,7 @@ from . import formats as F
 
 BLOCK = F.BLOCK_ROWS  # threads per block: SELL sorts rows within blocks of this size
 REDUCE_BLOCKS = 1024  # the reductions' fixed grid (a fixed grid gives the same bits)
+CSR_LANES = 4  # lanes per row of the CSR Jacobi sweep (aggregation levels: ~10 entries a row)
 TINY = 1e-300  # as cpu_engine.TINY: 1 / max(||A||_inf, TINY)
 DEFAULT_AGGREGATE, DEFAULT_COARSEST = 4, 512  # as aggregation.py's defaults
 
@@ -51,6 +52,7 @@ def kernel_source(fmt: F.Format, model_id: str = "") -> str:
     return render("sbmlgpu.plugins.cme", "formats.cu", format=fmt.name,
                   offsets=list(dia.offsets) if dia is not None else [],
                   permuted=bool(sell is not None and sell.permuted), block=BLOCK,
+                  csr_lanes=CSR_LANES,
                   model_id=model_id or "(unnamed)")
 
 
@@ -305,10 +307,11 @@ class GpuEngine:
             return out
         out, scratch = self.pool.take(n), self.pool.take(n)
         source = p
+        threads = n * CSR_LANES if kernel == "cme_jacobi_csr" else n
         for s in range(sweeps):
             # the last sweep lands in `out`: alternate so that it does
             target = out if (sweeps - s) % 2 == 1 else scratch
-            self.launch(kernel, n, [*args, source.buffer, diag, np.int32(n),
+            self.launch(kernel, threads, [*args, source.buffer, diag, np.int32(n),
                                     np.float64(omega), np.float64(self.inv_norm),
                                     target.buffer], **record)
             source = target
