@@ -260,7 +260,7 @@ class Emulated:
         i64 = lambda b, count: b.view(np.int64, count)  # noqa: E731
         t = np.arange(n)
         rows, total = t.copy(), np.zeros(n)
-        fmt = self.name.split("_", 2)[2]
+        fmt = self.name.split("_", 2)[2].removesuffix("_lanes")  # the levels' CSR sweep
         if fmt == "csr":
             ptr, col, val = fmt_args
             ptr = i64(ptr, n + 1)

@@ -307,7 +307,7 @@ class GpuEngine:
             return out
         out, scratch = self.pool.take(n), self.pool.take(n)
         source = p
-        threads = n * CSR_LANES if kernel == "cme_jacobi_csr" else n
+        threads = n * CSR_LANES if kernel == "cme_jacobi_csr_lanes" else n
         for s in range(sweeps):
             # the last sweep lands in `out`: alternate so that it does
             target = out if (sweeps - s) % 2 == 1 else scratch
@@ -412,7 +412,7 @@ class GpuLevel:
         nnz = self.structure.nnz
         record = {"bytes": 24 * self.n + 8 * (self.n + 1) + 20 * nnz,
                   "flops": 2 * nnz + 2 * self.n}
-        return self.engine.sweeps("cme_jacobi_csr", self.csr_args, self.diag, p, sweeps,
+        return self.engine.sweeps("cme_jacobi_csr_lanes", self.csr_args, self.diag, p, sweeps,
                                   omega, record)
 
     def coarsen(self, p: DeviceVector) -> DeviceVector:

@@ -10,13 +10,13 @@
     offsets     the band offsets (column - row) of the dia formats, compiled in
     permuted    dia+sell: rows sorted within blocks (sell_perm is read), else thread t = row t
     block       threads per block of the reductions (a power of two)
-    csr_lanes   lanes per row of cme_jacobi_csr (a power of two, at most 32)
+    csr_lanes   lanes per row of cme_jacobi_csr_lanes (a power of two, at most 32)
     model_id    the model the matrix belongs to (a comment)
   Kernels (extern "C"; one thread per row position unless said):
     cme_fill                 values[q] = prop[gather[q]] (0 where gather is -1); grid-stride
     cme_diagonal             d_i = -sum_r prop[r, i] over the reactions that stay inside
-    cme_jacobi_<fmt>         one damped Jacobi sweep p -> out (one launch per sweep;
-                             csr: csr_lanes threads per row)
+    cme_jacobi_<fmt>         one damped Jacobi sweep p -> out (one launch per sweep)
+    cme_jacobi_csr_lanes     the same on CSR, csr_lanes threads per row (the levels)
     cme_residual_<fmt>       per-block partials of max|Ap|, sum|Ap|, max|p|, sum p
     cme_sum                  per-block partial sums of a vector
     cme_reduce               one block: the partials to the final values (deterministic:
@@ -117,28 +117,6 @@ __device__ __forceinline__ double cme_incoming_{{ tag(fmt) }}({{ format_params(f
 
 /* One damped Jacobi sweep of A p = 0: out_i = (1 - w) p_i + w (O p)_i / (-d_i); a row
    with no way out (d_i = 0) takes the uniformised step p_i + (O p)_i / ||A||_inf. */
-{% if fmt == "csr" %}
-/* CSR: CME_CSR_LANES consecutive lanes share a row (launch n * CME_CSR_LANES threads)
-   and add their partial sums by shuffles. One thread per row read the entries of a
-   coarse aggregation level uncoalesced: 1.82 of 2.74 s of kernel time in 143 V-cycles
-   on the 10^7-state toggle switch (docs/benchmarks.md). */
-extern "C" __global__ void cme_jacobi_csr({{ format_params(fmt) }},
-    const double* __restrict__ p, const double* __restrict__ d, int n, double omega,
-    double inv_norm, double* __restrict__ out)
-{
-    long long g = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    long long t = g / CME_CSR_LANES;
-    int lane = (int)(g % CME_CSR_LANES);
-    double in = 0.0;
-    if (t < n)
-        for (long long a = csr_ptr[t] + lane; a < csr_ptr[t + 1]; a += CME_CSR_LANES)
-            in += csr_val[a] * p[csr_col[a]];
-    /* every lane of the warp reaches the shuffles (rows past n add zeros) */
-    for (int step = CME_CSR_LANES / 2; step > 0; step >>= 1)
-        in += __shfl_down_sync(0xffffffffu, in, step, CME_CSR_LANES);
-    if (t >= n || lane != 0) return;
-    int row = (int)t;
-{% else %}
 extern "C" __global__ void cme_jacobi_{{ tag(fmt) }}({{ format_params(fmt) }},
     const double* __restrict__ p, const double* __restrict__ d, int n, double omega,
     double inv_norm, double* __restrict__ out)
@@ -147,7 +125,6 @@ extern "C" __global__ void cme_jacobi_{{ tag(fmt) }}({{ format_params(fmt) }},
     if (t >= n) return;
     int row;
     double in = cme_incoming_{{ tag(fmt) }}({{ format_args(fmt) }}, p, n, t, row);
-{% endif %}
     double pi = p[row], di = d[row];
     double u = (di == 0.0) ? pi + in * inv_norm : in * (-1.0 / di);
     out[row] = (omega == 1.0) ? u : (1.0 - omega) * pi + omega * u;
@@ -199,6 +176,32 @@ __device__ void cme_block_reduce4(const double* acc, double* out, int max_mask)
 }
 
 {{ incoming("csr") }}
+
+/* The aggregation levels' smoother: a damped Jacobi sweep on CSR with CME_CSR_LANES
+   consecutive lanes per row (launch n * CME_CSR_LANES threads), their partial sums
+   added by shuffles. One thread per row read a coarse level's rows (tens of entries)
+   uncoalesced: 1.82 of 2.74 s of kernel time in 143 V-cycles on the 10^7-state toggle
+   switch; with 4 lanes 0.87 s. (The engine's own CSR format keeps one thread per row:
+   its rows are short, and lanes made that sweep 27 % slower.) */
+extern "C" __global__ void cme_jacobi_csr_lanes({{ format_params("csr") }},
+    const double* __restrict__ p, const double* __restrict__ d, int n, double omega,
+    double inv_norm, double* __restrict__ out)
+{
+    long long g = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    long long t = g / CME_CSR_LANES;
+    int lane = (int)(g % CME_CSR_LANES);
+    double in = 0.0;
+    if (t < n)
+        for (long long a = csr_ptr[t] + lane; a < csr_ptr[t + 1]; a += CME_CSR_LANES)
+            in += csr_val[a] * p[csr_col[a]];
+    /* every lane of the warp reaches the shuffles (rows past n add zeros) */
+    for (int step = CME_CSR_LANES / 2; step > 0; step >>= 1)
+        in += __shfl_down_sync(0xffffffffu, in, step, CME_CSR_LANES);
+    if (t >= n || lane != 0) return;
+    double pi = p[t], di = d[t];
+    double u = (di == 0.0) ? pi + in * inv_norm : in * (-1.0 / di);
+    out[t] = (omega == 1.0) ? u : (1.0 - omega) * pi + omega * u;
+}
 {% if format != "csr" %}
 {{ incoming(format) }}
 {% endif %}
