@@ -122,6 +122,23 @@ def test_two_species_plot_has_the_landscape(tmp_path):
     assert len(fig.axes) == 4  # two marginals, the heat map, its colour bar
 
 
+def test_landscape_of_two_wide_species_sums_over_the_others(tmp_path):
+    # a gene G (0/1) and two proteins: the landscape is over the proteins, G summed out
+    states = np.array([[g, x, y] for g in (0, 1) for x in range(3) for y in range(4)])
+    p = np.random.default_rng(3).random(len(states))
+    d = StateDistribution(("G", "X", "Y"), states, p / p.sum())
+    assert d.default_landscape() == ("X", "Y")
+    xs, ys, grid = d.landscape("X", "Y")
+    assert xs.tolist() == [0, 1, 2] and ys.tolist() == [0, 1, 2, 3]
+    both = (states[:, 1] == 2) & (states[:, 2] == 1)
+    assert grid[1, 2] == pytest.approx(d.probability[both].sum())
+    fig = d.plot(tmp_path / "g.png")
+    assert [a.get_xlabel() for a in fig.axes[3:4]] == ["X"] and fig.axes[3].get_ylabel() == "Y"
+    assert len(d.plot(landscape=None).axes) == 3
+    with pytest.raises(KeyError, match="no species 'Z'"):
+        d.plot(landscape=("X", "Z"))
+
+
 # -- paving ------------------------------------------------------------------------------------------
 def paving():
     return Paving(("p1", "p2"), lower=[[0, 0], [0.5, 0], [0.5, 0.5]],

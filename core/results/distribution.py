@@ -106,12 +106,38 @@ class StateDistribution(Result):
         return cls(tuple(np.asarray(a["ids"]).tolist()), a["states"], a["probability"],
                    json.loads(str(a["diagnostics_json"])), metadata)
 
-    def plot(self, path: str | Path | None = None, ids=None):
-        """Marginals as bars, one panel per species (at most 6); with exactly two
-        species also the joint probability as a heat map (the landscape)."""
+    def landscape(self, x_id: str, y_id: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(x values, y values, P[y, x]): the joint marginal of two species, summed over
+        the others (the probability landscape of Maggioni et al.'s toggle switch)."""
+        xs, ix = np.unique(self.states[:, self.index(x_id)], return_inverse=True)
+        ys, iy = np.unique(self.states[:, self.index(y_id)], return_inverse=True)
+        grid = np.zeros((len(ys), len(xs)))
+        np.add.at(grid, (iy, ix), self.probability)
+        return xs, ys, grid
+
+    def default_landscape(self) -> tuple[str, str] | None:
+        """The two species a landscape shows by default: the only two, else the two
+        that take the most values (a gene's 0/1 makes no landscape); None if fewer
+        than two species take more than two values."""
+        if len(self.ids) == 2:
+            return self.ids[0], self.ids[1]
+        spread = [(len(np.unique(self.states[:, k])), k) for k in range(len(self.ids))]
+        wide = sorted((k for count, k in spread if count > 2),
+                      key=lambda k: -spread[k][0])[:2]
+        return (self.ids[min(wide)], self.ids[max(wide)]) if len(wide) == 2 else None
+
+    def plot(self, path: str | Path | None = None, ids=None, landscape="auto"):
+        """Marginals as bars, one panel per species (`ids`, default the first 6), and
+        the joint probability of two species as a heat map: `landscape` a pair of ids,
+        "auto" (the two species of a two-species model, else the two that take the
+        most values, as the toggle switch's Pa and Pb) or None."""
         ids = list(ids) if ids is not None else list(self.ids[:6])
-        joint = len(self.ids) == 2 and ids == list(self.ids)
-        panels = len(ids) + (1 if joint else 0)
+        pair = self.default_landscape() if landscape == "auto" else \
+            (tuple(landscape) if landscape is not None else None)
+        if pair is not None:
+            for sbml_id in pair:
+                self.index(sbml_id)  # KeyError naming the species for an unknown id
+        panels = len(ids) + (1 if pair else 0)
         fig = new_figure((4 * panels, 3.6))
         axes = fig.subplots(1, panels, squeeze=False)[0]
         for ax, sbml_id in zip(axes, ids):
@@ -120,17 +146,14 @@ class StateDistribution(Result):
             ax.bar(values, p, width=0.9 * width)
             ax.set_xlabel(sbml_id)
             ax.set_ylabel("probability")
-        if joint:
+        if pair:
             ax = axes[-1]
-            xs, ix = np.unique(self.states[:, 0], return_inverse=True)
-            ys, iy = np.unique(self.states[:, 1], return_inverse=True)
-            grid = np.zeros((len(ys), len(xs)))
-            np.add.at(grid, (iy, ix), self.probability)
+            xs, ys, grid = self.landscape(*pair)
             image = ax.imshow(grid, origin="lower", aspect="auto",
                               extent=(xs[0] - 0.5, xs[-1] + 0.5, ys[0] - 0.5, ys[-1] + 0.5))
             fig.colorbar(image, ax=ax, label="probability")
-            ax.set_xlabel(self.ids[0])
-            ax.set_ylabel(self.ids[1])
+            ax.set_xlabel(pair[0])
+            ax.set_ylabel(pair[1])
         title = self.metadata.get("model") or ""
         if title:
             fig.suptitle(f"{title}: steady state", fontsize="medium")
