@@ -12,6 +12,8 @@ to 1e-12; the aggregation level kernels equal the CPU engine's level operations.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import scipy.sparse as sps
@@ -240,7 +242,7 @@ class Emulated:
 
         self.kernel = FakeKernel(name, log=log)
         self.kernel.run = self.run
-        self.name, self.signature = name, signature
+        self.name, self.signature, self.source = name, signature, source
         self.offsets = [int(o) for o in source.split("bands (column - row): ")[1]
                         .split("\n")[0].split(", ")] if "bands (column - row)" in source else []
 
@@ -332,6 +334,19 @@ class Emulated:
     def k_sum(self, grid, a):
         v, n, partials = a
         self._partials(grid, partials, [v.view(np.float64, int(n)).sum(), 0, 0, 0])
+
+    def k_dot(self, grid, a):
+        x, y, n, partials = a
+        n = int(n)
+        self._partials(grid, partials, [x.view(np.float64, n) @ y.view(np.float64, n), 0, 0, 0])
+
+    def k_axpby(self, grid, a):
+        x, alpha, y, beta, n, clip, out = a
+        n = int(n)
+        v = alpha * x.view(np.float64, n) + beta * y.view(np.float64, n)
+        floor = float(re.search(r"#define CME_FLOOR (\S+)", self.source).group(1))
+        out.view(np.float64, n)[:] = np.where(v > 0, v, floor * y.view(np.float64, n)) \
+            if int(clip) else v
 
     def k_reduce(self, grid, a):
         partials, blocks, mask, result = a

@@ -37,6 +37,7 @@ from sbmlgpu.errors import DeviceError, OptionError
 from sbmlgpu.runtime.base import Buffer
 
 from . import formats as F
+from .cpu_engine import FLOOR
 
 BLOCK = F.BLOCK_ROWS  # threads per block: SELL sorts rows within blocks of this size
 REDUCE_BLOCKS = 1024  # the reductions' fixed grid (a fixed grid gives the same bits)
@@ -52,7 +53,7 @@ def kernel_source(fmt: F.Format, model_id: str = "") -> str:
     return render("sbmlgpu.plugins.cme", "formats.cu", format=fmt.name,
                   offsets=list(dia.offsets) if dia is not None else [],
                   permuted=bool(sell is not None and sell.permuted), block=BLOCK,
-                  csr_lanes=CSR_LANES,
+                  csr_lanes=CSR_LANES, floor=repr(FLOOR),
                   model_id=model_id or "(unnamed)")
 
 
@@ -341,6 +342,27 @@ class GpuEngine:
         total = self._reduce("cme_sum", [p.buffer, np.int64(p.n)], p.n, 0)[0]
         self.launch("cme_divide", p.n, [p.buffer, np.int64(p.n), self._result])
         return float(total)
+
+    def dot(self, x: DeviceVector, y: DeviceVector) -> float:
+        return float(self._reduce("cme_dot", [x.buffer, y.buffer, np.int64(x.n)], x.n, 0)[0])
+
+    def combine(self, coefficients, vectors, clip: bool = True) -> DeviceVector:
+        """sum_j c_j v_j into a fresh vector; with clip, where that is not positive,
+        FLOOR times the last vector's value instead (cme_axpby says why)."""
+        vectors = list(vectors)
+        n = vectors[0].n
+        out = self.pool.take(n)
+        grid = max(1, min(REDUCE_BLOCKS, -(-n // BLOCK)))
+        first = len(vectors) == 1
+        self.launch("cme_axpby", n, [vectors[0].buffer, np.float64(coefficients[0]),
+                                     vectors[0].buffer, np.float64(0.0), np.int64(n),
+                                     np.int32(clip and first), out.buffer], grid=grid)
+        for k in range(1, len(vectors)):
+            last = k == len(vectors) - 1
+            self.launch("cme_axpby", n, [out.buffer, np.float64(1.0), vectors[k].buffer,
+                                         np.float64(coefficients[k]), np.int64(n),
+                                         np.int32(clip and last), out.buffer], grid=grid)
+        return out
 
     def residual(self, p: DeviceVector) -> tuple[float, float, float, float]:
         r = self._reduce(f"cme_residual_{tag(self.format.name)}",

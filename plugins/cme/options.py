@@ -35,10 +35,12 @@ class CmeOptions(BackendOptions):
     coarsest: int = option(DEFAULT_COARSEST, "the aggregation hierarchy's coarsest level, "
                                              "solved directly, has at most this many states",
                            minimum=1, maximum=8192)
+    accelerate: int = option(4, "aggregation: V-cycle iterates combined by Anderson "
+                                "acceleration (0 or 1: none)", minimum=0, maximum=16)
     max_states: int = option(0, "refuse a state space larger than this (0: as large as "
                                 "memory allows)", minimum=0)
 
     def solver_settings(self, tol: float) -> SolverSettings:
         return SolverSettings(solver=self.solver, tol=tol, max_sweeps=self.max_sweeps,
                               max_cycles=self.max_cycles, max_seconds=self.max_seconds,
-                              check_every=self.check_every)
+                              check_every=self.check_every, accelerate=self.accelerate)

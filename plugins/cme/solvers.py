@@ -8,8 +8,9 @@ algorithm and stop by the same test.
   count by one, a birth-death process included — because its iteration matrix has
   the eigenvalue -1 there (the iterate oscillates between two vectors).
 - `aggregation`: multilevel aggregation V-cycles (aggregation.py) with damped Jacobi
-  as the smoother: the slow modes of a CME chain (a bistable switch flipping between
-  its two states, say) are the ones Jacobi cannot damp and a coarse chain sees at once.
+  as the smoother, their iterates combined by Anderson acceleration (`accelerate`):
+  the slow modes of a CME chain (a bistable switch flipping between its two states,
+  say) are the ones Jacobi cannot damp and a coarse chain sees at once.
 - `auto`: Jacobi for a trial window; if the measured rate says it will need more than
   `auto_patience` times the window to reach the tolerance (or it stagnates),
   aggregation from there; if aggregation diverges or stagnates, Jacobi again from
@@ -37,6 +38,10 @@ from sbmlgpu.errors import SimulationError
 SOLVERS = ("auto", "jacobi", "aggregation")
 #: aggregation gives up when a cycle leaves the residual this many times its best
 DIVERGED = 100.0
+#: an accelerated cycle this many times worse than the best restarts the acceleration
+RESTART = 30.0
+#: restarts after which aggregation goes on without acceleration
+MAX_RESTARTS = 3
 #: a phase stagnates when `stagnation` checks improve its best residual by less than 1 %
 STAGNANT = 0.99
 
@@ -64,6 +69,7 @@ class SolverSettings:
     omega: float = 0.7  # damping of the aggregation smoother
     jacobi_omega: float = 0.9  # damping of the Jacobi solver (1: undamped, see above)
     smooth_sweeps: int = 4  # pre- and post-smoothing sweeps per level
+    accelerate: int = 4  # V-cycle iterates Anderson acceleration combines (0: none)
     auto_window: int = 2_000  # Jacobi sweeps before auto decides
     auto_patience: float = 2.0  # auto keeps Jacobi if done within this many windows more
 
@@ -211,14 +217,27 @@ def _aggregation(run: _Run, p):
     run.phases.append("aggregation")
     levels = run.engine.levels()
     best, best_residual = p, run.residual
+    anderson = Anderson(run.engine, s.accelerate)
     while run.cycles < s.max_cycles:
-        p = _vcycle(levels, 0, p, s)
+        g = _vcycle(levels, 0, p, s)
+        run.engine.normalise(g)
+        p = anderson.step(p, g)
         run.cycles += 1
         residual = run.check(p, "aggregation", run.cycles)
         if residual <= s.tol:
             return p, True
         if residual < best_residual:
             best, best_residual = p, residual
+        if anderson.depth > 1 and residual > RESTART * best_residual:
+            # the accelerated iterates threw the residual far back (measured on a
+            # bistable lattice: 650 times its best): restart from the best iterate
+            # with an empty window; after MAX_RESTARTS, plain cycles from there on
+            anderson.restarts += 1
+            anderson.reset()
+            if anderson.restarts >= MAX_RESTARTS:
+                anderson.depth = 0
+            p = best
+            continue
         if residual > DIVERGED * best_residual:
             run.stop_reason = (f"divergence of the aggregation cycles (residual {residual:.3g}"
                                f", {DIVERGED:g} times their best {best_residual:.3g})")
@@ -228,6 +247,66 @@ def _aggregation(run: _Run, p):
     if best is not p:
         run.check(best, "aggregation", run.cycles)  # the residual reported is the best's
     return best, False
+
+
+class Anderson:
+    """Anderson acceleration of a fixed-point iteration p -> G(p) (here a V-cycle):
+    of the last `depth` pairs (G(p_j), f_j = G(p_j) - p_j), the combination
+    sum a_j G(p_j) with sum a_j = 1 that minimises ||sum a_j f_j||_2 (Walker and Ni,
+    SIAM J. Numer. Anal. 49(4), 2011; De Sterck et al. accelerate aggregation for
+    Markov chains the same way). Where the combination is not positive, a hundredth
+    of the newest V-cycle iterate stands (engine.combine, cpu_engine.FLOOR). Measured
+    on the CPU: the toggle switch at 150 x 150 took 178 plain V-cycles, 93 with 4
+    iterates; a bistable 51 x 51 lattice 186 and 55. A combination with a weight above MAX_WEIGHT (the f_j nearly
+    dependent) is not taken: the window restarts from the newest pair."""
+
+    MAX_WEIGHT = 1e3
+
+    def __init__(self, engine, depth: int):
+        self.engine, self.depth = engine, depth
+        self.restarts = 0
+        self.reset()
+
+    def reset(self) -> None:
+        self.g: list = []
+        self.f: list = []
+        self.gram = np.zeros((0, 0))
+
+    @property
+    def active(self) -> bool:
+        """Whether the last step combined several iterates."""
+        return len(self.g) > 1
+
+    def step(self, p, g):
+        if self.depth < 2:
+            return g
+        e = self.engine
+        f = e.combine([1.0, -1.0], [g, p], clip=False)
+        if len(self.g) == self.depth:
+            self.g, self.f, self.gram = self.g[1:], self.f[1:], self.gram[1:, 1:]
+        row = np.array([e.dot(f, old) for old in self.f] + [e.dot(f, f)])
+        k = len(self.f)
+        gram = np.zeros((k + 1, k + 1))
+        gram[:k, :k] = self.gram
+        gram[k, :], gram[:, k] = row, row
+        self.g, self.f, self.gram = self.g + [g], self.f + [f], gram
+        if k == 0:
+            return g
+        m = k + 1
+        kkt = np.zeros((m + 1, m + 1))
+        kkt[:m, :m] = gram + 1e-12 * np.trace(gram) * np.eye(m)
+        kkt[:m, m] = kkt[m, :m] = 1.0
+        rhs = np.zeros(m + 1)
+        rhs[m] = 1.0
+        try:
+            weights = np.linalg.solve(kkt, rhs)[:m]
+        except np.linalg.LinAlgError:
+            weights = None
+        if weights is None or not np.all(np.isfinite(weights)) \
+                or np.abs(weights).max() > self.MAX_WEIGHT:
+            self.g, self.f, self.gram = [g], [f], gram[-1:, -1:]
+            return g
+        return e.combine(list(weights), self.g, clip=True)
 
 
 def _vcycle(levels, k: int, p, s: SolverSettings):

@@ -11,6 +11,7 @@
     permuted    dia+sell: rows sorted within blocks (sell_perm is read), else thread t = row t
     block       threads per block of the reductions (a power of two)
     csr_lanes   lanes per row of cme_jacobi_csr_lanes (a power of two, at most 32)
+    floor       cme_axpby's share of the newest iterate where a combination is not positive
     model_id    the model the matrix belongs to (a comment)
   Kernels (extern "C"; one thread per row position unless said):
     cme_fill                 values[q] = prop[gather[q]] (0 where gather is -1); grid-stride
@@ -19,6 +20,8 @@
     cme_jacobi_csr_lanes     the same on CSR, csr_lanes threads per row (the levels)
     cme_residual_<fmt>       per-block partials of max|Ap|, sum|Ap|, max|p|, sum p
     cme_sum                  per-block partial sums of a vector
+    cme_dot                  per-block partial sums of x . y
+    cme_axpby                out = a x + b y (clipped at 0 on request); grid-stride
     cme_reduce               one block: the partials to the final values (deterministic:
                              a fixed grid and a fixed tree, so a rerun gives the same bits)
     cme_divide               v /= total (if total > 0), total read on the device
@@ -38,6 +41,7 @@
 
 #define CME_BLOCK {{ block }}
 #define CME_CSR_LANES {{ csr_lanes }}  /* lanes per row of the CSR Jacobi sweep (a power of 2 <= 32) */
+#define CME_FLOOR {{ floor }}  /* cme_axpby: a clipped entry's share of the newest iterate */
 #define CME_TINY 1e-300  /* a coarse probability never falls below this (cpu_engine.TINY) */
 
 /* max that propagates NaN (as numpy's max does), so a diverged iterate shows. */
@@ -242,6 +246,32 @@ extern "C" __global__ void cme_sum(const double* __restrict__ v, long long n,
          i += (long long)gridDim.x * blockDim.x)
         acc[0] += v[i];
     cme_block_reduce4(acc, partials, 0);
+}
+
+/* Per-block partial sums of x . y (the Anderson acceleration's Gram matrix). */
+extern "C" __global__ void cme_dot(const double* __restrict__ x, const double* __restrict__ y,
+    long long n, double* __restrict__ partials)
+{
+    double acc[4] = {0.0, 0.0, 0.0, 0.0};
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x)
+        acc[0] += x[i] * y[i];
+    cme_block_reduce4(acc, partials, 0);
+}
+
+/* out = a x + b y; with clip (the last step of a combination of probability vectors,
+   y the newest iterate), where that is not positive, a hundredth of y's value instead:
+   a zero would leave its aggregate without weight in the next V-cycle, y itself undoes
+   the acceleration there (the factor measured on two switches, plugins/cme/solvers.py).
+   out may be x or y. */
+extern "C" __global__ void cme_axpby(const double* x, double a, const double* y, double b,
+    long long n, int clip, double* out)
+{
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        double v = a * x[i] + b * y[i];
+        out[i] = (clip && !(v > 0.0)) ? CME_FLOOR * y[i] : v;
+    }
 }
 
 /* One block: result[k] = the reduction of partials[k * blocks .. (k + 1) * blocks). */
