@@ -213,6 +213,11 @@ def test_gpu_solvers_agree_with_the_cpu_path(device, solver):
     solvers_agree(device, solver)
 
 
+@pytest.mark.gpu
+def test_gpu_accelerated_aggregation_agrees_with_the_cpu_path(device):
+    solvers_agree(device, "aggregation", accelerate=4)
+
+
 # ---- here: the engine's launches against a numpy emulation of formats.cu -----------------
 # The emulated kernels first check every argument against the C signature in the
 # rendered source (a pointer gets a buffer, int an np.int32, long long an np.int64,
@@ -435,7 +440,7 @@ def test_engine_reuses_pooled_vectors():
     engine.close()
 
 
-def solvers_agree(device, solver: str) -> None:
+def solvers_agree(device, solver: str, accelerate: int = 0) -> None:
     """solvers.solve on a GpuEngine over `device` = on the CPU engine (the lead's files)."""
     solvers = pytest.importorskip("sbmlgpu.plugins.cme.solvers")
     cpu_engine = pytest.importorskip("sbmlgpu.plugins.cme.cpu_engine")
@@ -443,7 +448,8 @@ def solvers_agree(device, solver: str) -> None:
     n = sources.shape[1]
     prop = np.random.default_rng(9).uniform(0.5, 2.0, sources.shape)
     offdiag, diag, _ = numpy_generator(sources, targets, prop)
-    settings = solvers.SolverSettings(solver=solver, tol=1e-9, check_every=50)
+    settings = solvers.SolverSettings(solver=solver, tol=1e-9, check_every=50,
+                                      accelerate=accelerate)
     p0 = np.full(n, 1.0 / n)
     cpu = solvers.solve(cpu_engine.CpuEngine(offdiag, diag, coarsest=32), p0, settings)
     engine = G.GpuEngine("dia+sell", sources, targets, prop, device=device, coarsest=32)
@@ -458,3 +464,7 @@ def solvers_agree(device, solver: str) -> None:
 @pytest.mark.parametrize("solver", ["jacobi", "aggregation"])
 def test_the_solvers_run_on_the_engine_as_on_the_cpu(solver):
     solvers_agree(emulating_device(), solver)
+
+
+def test_accelerated_aggregation_runs_on_the_engine_as_on_the_cpu():
+    solvers_agree(emulating_device(), "aggregation", accelerate=4)

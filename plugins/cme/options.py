@@ -35,8 +35,10 @@ class CmeOptions(BackendOptions):
     coarsest: int = option(DEFAULT_COARSEST, "the aggregation hierarchy's coarsest level, "
                                              "solved directly, has at most this many states",
                            minimum=1, maximum=8192)
-    accelerate: int = option(4, "aggregation: V-cycle iterates combined by Anderson "
-                                "acceleration (0 or 1: none)", minimum=0, maximum=16)
+    accelerate: int = option(0, "aggregation: V-cycle iterates combined by Anderson "
+                                "acceleration (0 or 1: none; it halved the cycles on "
+                                "small switches but cost 23 %% more at 10^7 states, "
+                                "docs/cme.md)", minimum=0, maximum=16)
     max_states: int = option(0, "refuse a state space larger than this (0: as large as "
                                 "memory allows)", minimum=0)
 

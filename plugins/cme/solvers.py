@@ -69,7 +69,7 @@ class SolverSettings:
     omega: float = 0.7  # damping of the aggregation smoother
     jacobi_omega: float = 0.9  # damping of the Jacobi solver (1: undamped, see above)
     smooth_sweeps: int = 4  # pre- and post-smoothing sweeps per level
-    accelerate: int = 4  # V-cycle iterates Anderson acceleration combines (0: none)
+    accelerate: int = 0  # V-cycle iterates Anderson acceleration combines (0: none)
     auto_window: int = 2_000  # Jacobi sweeps before auto decides
     auto_patience: float = 2.0  # auto keeps Jacobi if done within this many windows more
 
