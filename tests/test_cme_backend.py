@@ -88,6 +88,8 @@ def test_command_writes_states_marginals_and_npz(tmp_path):
         assert done.returncode == 0, done.stderr
     table = np.genfromtxt(out / "bd.csv", delimiter=",", names=True)
     assert table.dtype.names == ("X", "probability") and len(table) == 41
+    rows = (out / "bd.csv").read_text().splitlines()
+    assert rows[1].split(",")[0] in {str(k) for k in range(41)}  # a copy number: "7", not "7.0"
     marginals = (out / "bd.marginals.csv").read_text().splitlines()
     assert marginals[0] == "id,count,probability" and len(marginals) == 42
     back = read(out / "bd.npz")
@@ -191,3 +193,21 @@ def test_gpu_path_equals_cpu_path_on_the_toggle_switch():
                                   tol=1e-10, options={"solver": "aggregation"})
     assert on_gpu.diagnostics["converged"] and on_cpu.diagnostics["converged"]
     assert np.abs(on_gpu.probability - on_cpu.probability).sum() <= 1e-7
+
+
+@pytest.mark.parametrize("bounds", [{"X": 0}])
+def test_a_single_state_has_probability_one(tmp_path, bounds):
+    """No transition can fire (a birth would leave the bound): A = 0 and p = (1)."""
+    dist = steady(write(tmp_path, BIRTH_DEATH), bounds=bounds)
+    assert dist.n_states == 1 and dist.probability.tolist() == [1.0]
+    assert dist.diagnostics["converged"] and dist.diagnostics["residual"] == 0.0
+    assert dist.diagnostics["truncation_error_indicator"] == 1.0  # all of it at the bound
+
+
+def test_unconverged_exits_with_status_1(tmp_path):
+    path = write(tmp_path, BIRTH_DEATH, "bd.xml")
+    done = subprocess.run([sys.executable, "-m", "sbmlgpu", "steady-state", str(path),
+                           "--backend", "cme", "--cpu", "--bound", "X=40", "--max-sweeps", "1",
+                           "--check-every", "1", "-o", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1 and "residual" in done.stderr

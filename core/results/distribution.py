@@ -3,8 +3,8 @@
 A chemical-master-equation solver returns one probability per enumerated state (copy
 numbers of each species); a deterministic steady state is the same object with a
 single state of probability 1. `diagnostics` says how far to trust it: residual,
-iterations, solver, the truncation-error bound (probability mass on the boundary of
-the enumerated space), the bounds used.
+iterations, solver, the truncation-error indicator (probability mass on the boundary
+of the enumerated space: an indicator, not a proven bound), the bounds used.
 """
 
 from __future__ import annotations
@@ -81,8 +81,12 @@ class StateDistribution(Result):
         `<stem>.marginals.csv`: `id,count,probability` (`value` for the middle column
         when states are not whole copy numbers)."""
         path = Path(path)
-        table = np.column_stack([self.states, self.probability])
-        write_table(path, [*self.ids, "probability"], table.tolist())
+        if self.integral:  # copy numbers as whole numbers, as the marginals write them
+            rows = ([*state, p] for state, p in zip(self.states.astype(np.int64).tolist(),
+                                                    self.probability.tolist()))
+        else:
+            rows = np.column_stack([self.states, self.probability]).tolist()
+        write_table(path, [*self.ids, "probability"], rows)
         marginals = companion(path, "marginals")
         with open(marginals, "w", encoding="utf-8") as out:
             out.write(f"id,{'count' if self.integral else 'value'},probability\n")

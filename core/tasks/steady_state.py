@@ -1,9 +1,8 @@
 """SteadyState: the stationary distribution (or state) of a model (`sbmlgpu steady-state`).
 
-The fields here are those every steady-state method needs; a method's own choices
-(which solver, its iteration limits) are its backend's options. The CME backend
-(issue "CME steady state") may add fields; until then they are the DESIGN's:
-initial state, truncation bounds, tolerance.
+The fields here are those every steady-state method needs: initial state,
+truncation bounds, tolerance; a method's own choices (which solver, its iteration
+limits, the matrix format) are its backend's options (plugins/cme/options.py).
 """
 
 from __future__ import annotations
@@ -46,9 +45,9 @@ class SteadyState(Task):
         {}, "truncation: the largest copy number of a species in the enumerated state space "
             "(repeatable; species bounded by a conservation law need none)",
         parse=pair(whole, "N"), collect="dict", metavar="ID=N", flag="bound")
-    tol: float = setting(1e-8, "convergence tolerance of the solver (the residual: "
-                               "||A p||_1 for a distribution, ||f(x)||_inf for a state)",
-                         minimum=0.0)
+    tol: float = setting(1e-8, "convergence tolerance of the solver, > 0 (cme: the "
+                               "normalised residual ||A p||_inf / (||A||_inf ||p||_inf); "
+                               "a deterministic state: ||f(x)||_inf)")
 
     def check(self) -> None:
         if not self.tol > 0:

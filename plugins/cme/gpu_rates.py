@@ -10,7 +10,7 @@ import numpy as np
 from sbmlgpu.codegen.templates import render
 from sbmlgpu.runtime.base import Buffer
 
-from .gpu_engine import GpuEngine
+from .gpu_engine import GpuEngine, bytes_needed, check_fits
 from .options import CmeOptions
 
 BLOCK = 256
@@ -41,11 +41,22 @@ def propensities_device(model, space, device) -> tuple[Buffer, str]:
 
 def build_engine(model, space, options: CmeOptions, device):
     """(engine, info) for CmeProgram: the propensities on the device, the engine in
-    the chosen format over them."""
+    the chosen format over them. The memory check comes first: a space that will not
+    fit is an OptionError before anything is allocated on the device."""
+    nnz = int(np.count_nonzero(space.sources >= 0))
+    check_fits(bytes_needed(options.matrix_format, space.n, len(space.reaction_ids), nnz,
+                            options.solver),
+               device.free_memory(), f"the CME generator of {space.n} states "
+               f"({options.matrix_format}, solver {options.solver})", device)
     prop, source = propensities_device(model, space, device)
-    engine = GpuEngine(options.matrix_format, space.sources, space.targets, prop, device=device,
-                       aggregate=options.aggregate, coarsest=options.coarsest,
-                       solver=options.solver, model_id=model.model_id)
+    try:
+        engine = GpuEngine(options.matrix_format, space.sources, space.targets, prop,
+                           device=device, aggregate=options.aggregate,
+                           coarsest=options.coarsest, solver=options.solver,
+                           model_id=model.model_id)
+    except BaseException:
+        prop.free()
+        raise
     fmt = engine.format
     info = {"engine": f"gpu ({device.properties.name})", "format": fmt.name,
             "nnz": int(fmt.nnz), "stored": int(fmt.stored),

@@ -68,6 +68,7 @@ class CmeProgram(Program):
         from .matrix import diagonal, offdiag_csr
         from .statespace import propensities_host
 
+        _check_host_memory(space)
         prop = propensities_host(self.model, space)
         offdiag = offdiag_csr(space, prop)
         engine = CpuEngine(offdiag, diagonal(space, prop), self.options.aggregate,
@@ -109,6 +110,23 @@ class CmeProgram(Program):
             **engine_info, **{k: round(v, 6) for k, v in timings.items()},
         }
         return StateDistribution(space.species, space.states.T, p, diagnostics)
+
+
+def _check_host_memory(space) -> None:
+    """OptionError before the CPU path allocates what will not fit in host memory: the
+    propensities (8 R n), the matrix as it is assembled (COO and CSR: about 40 bytes an
+    entry, at most R entries a row), the diagonal and the solver's vectors (10 of n)."""
+    from sbmlgpu.errors import OptionError
+
+    from .statespace import _gib, available_memory
+
+    n, r = space.n, len(space.reaction_ids)
+    needed = 8 * r * n + 40 * int(np.count_nonzero(space.sources >= 0)) + 8 * 11 * n
+    free = available_memory()
+    if needed > free:
+        raise OptionError("bound", f"the CPU path for {n} states needs about "
+                                   f"{_gib(needed)} of memory, but {_gib(free)} are "
+                                   "available: lower the --bound values, or use a GPU")
 
 
 class _ResidualProgress:

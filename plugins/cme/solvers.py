@@ -48,7 +48,10 @@ STAGNANT = 0.99
 
 class ConvergenceError(SimulationError):
     """The solver stopped before its tolerance: `residual`, `iterations`, `solution`
-    (the last iterate, a Solution) say how far it got."""
+    (the last iterate, a Solution) say how far it got. Exit status 1 on the command
+    line (a run that failed), not 2 (bad input)."""
+
+    exit_code = 1
 
     def __init__(self, message: str, solution: "Solution"):
         super().__init__(message)
@@ -108,7 +111,10 @@ class _Run:
         engine.normalise(p)
         r_inf, r_l1, p_inf, _ = engine.residual(p)
         denominator = engine.norm_inf * p_inf
-        self.residual = r_inf / denominator if denominator > 0 else math.inf
+        # no transitions at all (one reachable state, or none that can fire): A = 0,
+        # A p = 0 exactly and p is the answer, not an infinite residual
+        self.residual = r_inf / denominator if denominator > 0 else \
+            (0.0 if r_inf == 0 and p_inf > 0 else math.inf)
         self.residual_l1 = r_l1
         self.history.append((phase, iteration, self.elapsed, self.residual))
         if self.progress is not None:
