@@ -67,8 +67,10 @@ def copy_bandwidth(nbytes: int = 1 << 30, repeats: int = 20) -> float:
 def timed_sweeps(engine, p, sweeps: int) -> float:
     """Seconds per sweep of the engine's Jacobi (it waits for its launches)."""
     p = engine.jacobi(p, 10, 0.9)  # warm up
+    engine.stream.synchronize()
     start = time.perf_counter()
     p = engine.jacobi(p, sweeps, 0.9)
+    engine.stream.synchronize()  # jacobi returns once its launches are queued
     return (time.perf_counter() - start) / sweeps
 
 

@@ -13,8 +13,10 @@ CPU engine (cpu_engine.py), so that both run one algorithm and tests compare the
   a scratch vector into a fresh one), except normalise, which scales p in place as
   the contract says, so a V-cycle may hold p, pc and qc at once.
 - Everything runs in order on one stream; an operation that returns host numbers
-  (residual, normalise) waits for it, jacobi waits at its end (so the profiler reads
-  its launches), the rest does not.
+  (residual, normalise, dot, host) waits for it, the rest does not (the profiler
+  reads the launches' times at those waits). Jacobi used to wait at its end too: in
+  a V-cycle that was a synchronisation per smoothing call, part of the 8 ms of host
+  time per cycle measured at 10^7 states (docs/benchmarks.md).
 - Levels (multilevel aggregation): aggregation.Hierarchy of level 0's CSR structure;
   level 0 smooths with the engine's own format and coarsens from a CSR copy of its
   values (the engine's values when the format is CSR); levels below are CSR. The
@@ -316,7 +318,6 @@ class GpuEngine:
                                     np.float64(omega), np.float64(self.inv_norm),
                                     target.buffer], **record)
             source = target
-        self.stream.synchronize()
         return out
 
     # -- Engine ------------------------------------------------------------------------
