@@ -11,6 +11,7 @@ ensembles with other parameter values), which is why the task goes to `run`.
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
@@ -33,6 +34,15 @@ option = setting
 class BackendOptions(Settings):
     """Base of every backend's options dataclass. Subclasses declare fields with
     `option(...)` and may override `check()` for checks across fields."""
+
+    @classmethod
+    def coerce(cls, options: "BackendOptions | None"):
+        """`options` as this class: itself if it is one, else its fields (those this
+        class declares; None: the defaults) read into a new instance, unchecked. What
+        compile() does with whatever options object it is handed."""
+        if isinstance(options, cls):
+            return options
+        return cls.from_mapping(dataclasses.asdict(options) if options is not None else {})
 
 
 class Program(ABC):

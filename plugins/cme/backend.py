@@ -7,8 +7,6 @@ engine or the CPU engine. README.md beside this file describes the method.
 
 from __future__ import annotations
 
-import dataclasses
-
 from sbmlgpu.backend import Backend, BackendOptions
 from sbmlgpu.ir import Network
 from sbmlgpu.tasks import SteadyState
@@ -34,9 +32,7 @@ class CmeBackend(Backend):
         from .model import build
         from .program import CmeProgram
 
-        if not isinstance(options, CmeOptions):
-            values = dataclasses.asdict(options) if options is not None else {}
-            options = CmeOptions.from_mapping(values)
+        options = CmeOptions.coerce(options)
         options.validate()
         self.check_supported(network)
         return CmeProgram(build(network), options, device)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
-
 from sbmlgpu.backend import Backend, BackendOptions, Program
 from sbmlgpu.ir import Network
 
@@ -26,7 +24,6 @@ class OdeBackend(Backend):
 
         from .program import OdeProgram
 
-        if not isinstance(options, OdeOptions):
-            options = OdeOptions.from_mapping(asdict(options) if options else {})
+        options = OdeOptions.coerce(options)
         self.check_supported(network)
         return OdeProgram(network, ode_system(network), options, device)

@@ -7,7 +7,7 @@ and no cpu.py."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from sbmlgpu.backend import Backend, BackendOptions, Program, option
 from sbmlgpu.errors import OptionError
 from sbmlgpu.ir import Network
@@ -51,8 +51,7 @@ class ReferenceBackend(Backend):
     def compile(self, network: Network, options: BackendOptions, device=None) -> Program:
         from sbmlgpu import reference
 
-        if not isinstance(options, ReferenceOptions):
-            options = ReferenceOptions.from_mapping(asdict(options) if options else {})
+        options = ReferenceOptions.coerce(options)
         from .program import ReferenceProgram
 
         # compiled once; every member reuses it with its own parameter values

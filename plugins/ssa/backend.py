@@ -7,8 +7,6 @@ folder: README.md.
 
 from __future__ import annotations
 
-import dataclasses
-
 from sbmlgpu.backend import Backend, BackendOptions
 from sbmlgpu.ir import Network
 
@@ -28,8 +26,6 @@ class SsaBackend(Backend):
 
     def compile(self, network: Network, options: BackendOptions | None,
                 device=None) -> "SsaProgram":
-        if not isinstance(options, SsaOptions):
-            values = dataclasses.asdict(options) if options is not None else {}
-            options = SsaOptions.from_mapping(values)
+        options = SsaOptions.coerce(options)
         options.validate()
         return SsaProgram(build(network, options.rate_species), options, device)
