@@ -76,6 +76,13 @@ def math_by_element(network: Network) -> Iterator[tuple[str, sp.Basic]]:
             yield e.id, a.math
 
 
+def delay_users(network: Network) -> tuple[str, ...]:
+    """The elements whose math calls delay() (event priorities and delays included),
+    each once, in document order."""
+    return tuple(dict.fromkeys(where for where, e in math_by_element(network)
+                               if isinstance(e, sp.Basic) and e.has(Delay)))
+
+
 def _using(network: Network, test: Callable[[sp.Basic], bool]) -> list[str]:
     return [where for where, expr in math_by_element(network)
             if isinstance(expr, sp.Basic) and test(expr)]
@@ -175,4 +182,4 @@ def unsupported(network: Network, refused: Iterable[str]) -> list[tuple[str, tup
     return [(f, present[f]) for f in refused if f in present]
 
 
-__all__ = ["FEATURES", "network_features", "unsupported", "math_by_element"]
+__all__ = ["FEATURES", "network_features", "unsupported", "math_by_element", "delay_users"]

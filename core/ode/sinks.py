@@ -4,9 +4,10 @@ The driver (templates/driver.cuh) hands the outputs y at output time k to
 `ode_sink_store(&sink, k, y)`, and marks the output times a failed member never
 reached with `ode_sink_invalid(&sink, k)`. A sink is a template that defines
 `ode_sink` and those two functions, plus what the entry points (templates/entry.cuh)
-need to build one per member: the launch arguments (`params`, C text) and the
-expression that makes the member's sink (`make`). The entry points are named
-`<entry>_<method>` (CUDA) and `<entry>_host` (host build).
+need to build one per member: the launch arguments (`params`, C text), the
+expression that makes the member's sink (`make`) and the per-member variables it
+keeps between output times (`locals`, C declarations; empty for most sinks). The
+entry points are named `<entry>_<method>` (CUDA) and `<entry>_host` (host build).
 
 - TrajectorySink: the values, out[(k * n_outputs + j) * n + i] (coalesced); the
   engines (engines.py) turn them into (members, times, outputs).
@@ -36,32 +37,18 @@ class TrajectorySink:
     entry = "sbmlgpu_ode"
     params = "real_t* __restrict__ out"
     make = "ode_trajectory_sink(out, i, n)"
+    locals = ""  # no per-member state between output times
 
     def nbytes(self, n_members: int, n_times: int, n_outputs: int, itemsize: int) -> int:
         """Bytes of the sink's output array for a launch of `n_members`."""
         return n_members * n_times * n_outputs * itemsize
 
 
-@dataclass(frozen=True)
-class BinSink:
-    """The bin index of each value among `bins` equal bins of its output's range
-    (templates/sink_bins.cuh): edges numpy.linspace(lo, hi, bins + 1), a value v in
-    the bin b with edge_b <= v < edge_b+1 (numpy.digitize), values below lo in bin 0,
-    at or above hi in bin bins - 1, NaN (and the output times a failed member never
-    reached) the index `invalid`. Layout: bins_out[(i * n_times + k) * n_outputs + j]
-    of `dtype` (uint8 for bins <= 255, else uint16)."""
+class BinIndices:
+    """What a sink that bins (templates/binning.cuh) tells the template about its
+    indices, from its `bins`: the index type and the index of NaN."""
 
     bins: int
-    template = "sbmlgpu.ode:sink_bins.cuh"
-    entry = "sbmlgpu_ode_bins"
-    params = "ode_bin_t* __restrict__ bins, const double* __restrict__ ranges"
-    make = "ode_bins_sink(bins, ranges, i, n_times)"
-
-    def __post_init__(self):
-        if isinstance(self.bins, bool) or not isinstance(self.bins, (int, np.integer)) \
-                or not 1 <= self.bins <= MAX_BINS:
-            raise OptionError("bins", f"{self.bins!r} must be a whole number of bins from 1 "
-                                      f"to {MAX_BINS}")
 
     @property
     def dtype(self) -> np.dtype:
@@ -75,6 +62,29 @@ class BinSink:
     def invalid(self) -> int:
         """The index of NaN: the type's largest value (never a bin: bins <= that)."""
         return int(np.iinfo(self.dtype).max)
+
+
+@dataclass(frozen=True)
+class BinSink(BinIndices):
+    """The bin index of each value among `bins` equal bins of its output's range
+    (templates/sink_bins.cuh): edges numpy.linspace(lo, hi, bins + 1), a value v in
+    the bin b with edge_b <= v < edge_b+1 (numpy.digitize), values below lo in bin 0,
+    at or above hi in bin bins - 1, NaN (and the output times a failed member never
+    reached) the index `invalid`. Layout: bins_out[(i * n_times + k) * n_outputs + j]
+    of `dtype` (uint8 for bins <= 255, else uint16)."""
+
+    bins: int
+    template = "sbmlgpu.ode:sink_bins.cuh"
+    entry = "sbmlgpu_ode_bins"
+    params = "ode_bin_t* __restrict__ bins, const double* __restrict__ ranges"
+    make = "ode_bins_sink(bins, ranges, i, n_times)"
+    locals = ""  # no per-member state between output times
+
+    def __post_init__(self):
+        if isinstance(self.bins, bool) or not isinstance(self.bins, (int, np.integer)) \
+                or not 1 <= self.bins <= MAX_BINS:
+            raise OptionError("bins", f"{self.bins!r} must be a whole number of bins from 1 "
+                                      f"to {MAX_BINS}")
 
     def nbytes(self, n_members: int, n_times: int, n_outputs: int, itemsize: int = 0) -> int:
         """Bytes of the sink's output array for a launch of `n_members`."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from ..errors import UnsupportedModelError
 from ..ir import Network
 from ..views import ode as ode_view
 from .fast import with_fast_factor
@@ -16,11 +15,4 @@ def unsupported(network: Network) -> list[tuple[str, tuple[str, ...]]]:
     the view finds only while it builds the system (e.g. an event assignment to
     a variable with an assignment rule, a circular definition)."""
     network = with_fast_factor(network)  # fast reactions: the reference handles them
-    missing = list(ode_view.unsupported(network))
-    if missing:
-        return missing
-    try:
-        ode_view.ode_system(network)
-    except UnsupportedModelError as exc:
-        return [(feature, tuple(ids)) for feature, ids in exc.features.items()]
-    return []
+    return ode_view.unsupported_when_built(network)

@@ -4,7 +4,7 @@ behaviour over a sampled set of initial states and parameters (`sbmlgpu dbn`).
 Sample N trajectories (initial values and parameters from distributions, Philox
 keyed by seed and id, as `sbmlgpu run --sample`), integrate them with fixed steps
 over `slices` intervals of `slice_time`, bin every variable and count conditional
-probability tables. The DBN backend (issue "DBN approximation") may add fields.
+probability tables (the built-in `dbn` backend: plugins/dbn, docs/dbn.md).
 """
 
 from __future__ import annotations
@@ -33,6 +33,8 @@ class DbnApproximation(Task):
         "bin every variable at each time slice, and write the conditional probability "
         "tables of the resulting dynamic Bayesian network with its marginals.")
     result_class: ClassVar[type] = DbnResult
+    #: the built-in method (plugins/dbn); another installed backend runs with --backend NAME
+    default_backend: ClassVar[str | None] = "dbn"
 
     ensemble: int | None = setting(None, "number of sampled trajectories", minimum=1,
                                    required=True, metavar="N")

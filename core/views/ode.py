@@ -163,6 +163,33 @@ def unsupported(network: Network) -> list[tuple[str, tuple[str, ...]]]:
     return out
 
 
+def unsupported_when_built(network: Network) -> list[tuple[str, tuple[str, ...]]]:
+    """`unsupported(network)`, and when that is empty what building the system
+    finds (an event assignment to a variable with an assignment rule, a circular
+    definition, ...): what every backend that integrates the ODE view refuses."""
+    missing = list(unsupported(network))
+    if missing:
+        return missing
+    try:
+        ode_system(network)
+    except UnsupportedModelError as exc:
+        return [(feature, tuple(ids)) for feature, ids in exc.features.items()]
+    return []
+
+
+def unsupported_without_history(network: Network, why: str) -> list[tuple[str, tuple[str, ...]]]:
+    """`unsupported_when_built(network)`, then delay() anywhere (event priorities and
+    delays included, test suite 01521) as refused for `why`: what a backend refuses
+    whose kernels integrate the ODE view without keeping a trajectory's history."""
+    from ..features import delay_users
+
+    missing = unsupported_when_built(network)
+    if missing:
+        return missing
+    delayed = delay_users(network)
+    return [(f"delay() ({why})", delayed)] if delayed else []
+
+
 def ode_system(network: Network) -> OdeSystem:
     """The ODE view of `network`, built once per network (views/cache.py);
     UnsupportedModelError for what it cannot represent."""

@@ -117,8 +117,9 @@ def _check_host_memory(space) -> None:
     propensities (8 R n), the matrix as it is assembled (COO and CSR: about 40 bytes an
     entry, at most R entries a row), the diagonal and the solver's vectors (10 of n)."""
     from sbmlgpu.errors import OptionError
+    from sbmlgpu.runtime.host_memory import available_memory
 
-    from .statespace import _gib, available_memory
+    from .statespace import _gib
 
     n, r = space.n, len(space.reaction_ids)
     needed = 8 * r * n + 40 * int(np.count_nonzero(space.sources >= 0)) + 8 * 11 * n

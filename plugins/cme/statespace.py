@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import ctypes
 import math
-import os
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -35,6 +34,7 @@ import numpy as np
 from sbmlgpu.codegen.templates import render
 from sbmlgpu.errors import OptionError, SimulationError
 from sbmlgpu.runtime import host
+from sbmlgpu.runtime.host_memory import available_memory
 
 from .conservation import check_given, resolve_bounds
 from .model import PACKAGE, CmeModel
@@ -85,19 +85,6 @@ def bytes_per_state(n_species: int, n_reactions: int) -> int:
     the numpy sources, which the copy fills at once. The copy frees each block as it
     fills numpy's states and targets, so those two are not counted twice."""
     return (4 * n_species + 4 * n_reactions + 1) + 16 + 8 + 4 * n_reactions
-
-
-def available_memory() -> int:
-    """Host memory available now, in bytes: Linux's MemAvailable (free memory plus
-    the page cache it can drop), else os.sysconf's free pages."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
 def _gib(n_bytes: float) -> str:

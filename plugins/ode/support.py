@@ -23,26 +23,16 @@ from __future__ import annotations
 import sympy as sp
 
 from sbmlgpu.codegen.printer import CodegenError, CudaPrinter
-from sbmlgpu.errors import UnsupportedModelError
-from sbmlgpu.features import math_by_element
-from sbmlgpu.ir import Delay, Network
+from sbmlgpu.ir import Network
 from sbmlgpu.views import ode as ode_view
 
 
 def unsupported(network: Network) -> list[tuple[str, tuple[str, ...]]]:
-    missing = list(ode_view.unsupported(network))
+    missing = ode_view.unsupported_without_history(network, "the kernel keeps no trajectory "
+                                                            "history")
     if missing:
         return missing
-    try:
-        ode = ode_view.ode_system(network)
-    except UnsupportedModelError as exc:
-        return [(feature, tuple(ids)) for feature, ids in exc.features.items()]
-    # delay() anywhere, event priorities and delays included (test suite 01521)
-    delayed = tuple(dict.fromkeys(where for where, e in math_by_element(network)
-                                  if isinstance(e, sp.Basic) and e.has(Delay)))
-    if delayed:
-        return [("delay() (the kernel keeps no trajectory history)", delayed)]
-    _check_printable(ode)  # only an accepted model must print (delay() itself does not)
+    _check_printable(ode_view.ode_system(network))  # only an accepted model must print (delay() itself does not)
     return []
 
 

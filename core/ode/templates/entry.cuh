@@ -8,7 +8,9 @@
   threads when the compiler has -fopenmp). Both take the same arguments in the same
   order: n, table, times, n_times, the sink's arguments (`sink.params`), status,
   steps, the settings, members (launch index -> member number, or null) and
-  first_member. `member` numbers the random stream of event tie-breaks.
+  first_member. `member` numbers the random stream of event tie-breaks. A sink that
+  keeps state per member between output times declares it in `sink.locals` (C
+  declarations placed before each member's sink is made, which `sink.make` may use).
   Context: `sink` (sbmlgpu.ode.sinks), method, np, block_size, varied.
 #}
 /* ---- entry points ---------------------------------------------------------------- */
@@ -44,6 +46,9 @@ extern "C" __global__ void __launch_bounds__({{ block_size }})
     if (i >= n) return;
     const ode_config cfg = ode_make_config(rtol, atol, h0, max_step, dt, max_steps, seed);
     unsigned long long member = members ? members[i] : first_member + (unsigned long long)i;
+{% if sink.locals %}
+    {{ sink.locals }}
+{% endif %}
     ode_member(i, n, table, times, n_times, {{ sink.make }}, status, steps, cfg, member);
 }
 #endif
@@ -64,6 +69,9 @@ extern "C" int {{ sink.entry }}_host(long long n, const real_t* table, const rea
 #endif
     for (long long i = 0; i < n; ++i) {
         unsigned long long member = members ? members[i] : first_member + (unsigned long long)i;
+{% if sink.locals %}
+        {{ sink.locals }}
+{% endif %}
         ode_member(i, n, table, times, n_times, {{ sink.make }}, status, steps, cfg, member);
     }
     return 0;

@@ -9,27 +9,4 @@
   kernel) and as host C++ (g++ -DSBMLGPU_HOST_ENTRY: a C function over all members,
   used by the CPU path and by the tests that check the integrators without a GPU).
 #}
-{% include "common.cuh" %}
-{% include "sbmlgpu.ode:prelude.cuh" %}
-
-{% include "sbmlgpu.ode:model.cuh" %}
-
-{% if method == "rk4" %}
-{% include "sbmlgpu.ode:rk4.cuh" %}
-{% elif method == "dopri5" %}
-{% include "sbmlgpu.ode:dopri5.cuh" %}
-{% elif method == "rodas4" %}
-{% include "sbmlgpu.ode:rodas4.cuh" %}
-{% else %}
-{{ fail("ode.cu: unknown method " ~ method) }}
-{% endif %}
-{% if watch %}
-
-{% include "sbmlgpu.ode:events.cuh" %}
-{% endif %}
-
-{% include sink.template %}
-
-{% include "sbmlgpu.ode:driver.cuh" %}
-
-{% include "sbmlgpu.ode:entry.cuh" %}
+{% include "sbmlgpu.ode:kernel.cuh" %}

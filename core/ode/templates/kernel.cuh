@@ -1,0 +1,32 @@
+{#
+  kernel.cuh -- an ensemble kernel composed from the templates here, in their order:
+  common, prelude, the model's functions, the method (rk4, dopri5, rodas4), events
+  where atoms are watched, the output sink (`sink.template`), the driver and the
+  entry points. A backend's kernel template includes it after its own checks (the
+  ode backend's kernels/ode.cu, the dbn backend's kernels/dbn.cu). Context:
+  sbmlgpu.ode.codegen.kernel_context's.
+#}
+{% include "common.cuh" %}
+{% include "sbmlgpu.ode:prelude.cuh" %}
+
+{% include "sbmlgpu.ode:model.cuh" %}
+
+{% if method == "rk4" %}
+{% include "sbmlgpu.ode:rk4.cuh" %}
+{% elif method == "dopri5" %}
+{% include "sbmlgpu.ode:dopri5.cuh" %}
+{% elif method == "rodas4" %}
+{% include "sbmlgpu.ode:rodas4.cuh" %}
+{% else %}
+{{ fail("kernel.cuh: unknown method " ~ method) }}
+{% endif %}
+{% if watch %}
+
+{% include "sbmlgpu.ode:events.cuh" %}
+{% endif %}
+
+{% include sink.template %}
+
+{% include "sbmlgpu.ode:driver.cuh" %}
+
+{% include "sbmlgpu.ode:entry.cuh" %}

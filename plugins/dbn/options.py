@@ -1,0 +1,28 @@
+"""Options of the `dbn` backend (the task's own fields — ensemble, samples, slices,
+slice time, steps, bins, ranges, seed — are DbnApproximation's: sbmlgpu.tasks)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sbmlgpu.backend import BackendOptions, option
+
+#: Dense CPTs up to this many parent configurations (K**parents) per variable and
+#: transition: 5 bins and 6 parents (15,625) fit; beyond, counted sparsely on the host.
+DEFAULT_MAX_DENSE_ROWS = 65_536
+
+
+@dataclass
+class DbnOptions(BackendOptions):
+    precision: str = option("float", "arithmetic of the integration (float: as Hagiescu "
+                                     "et al., twice the GPU's throughput; double)",
+                            choices=("float", "double"))
+    block_size: int = option(128, "threads per block of the kernels", minimum=32,
+                             maximum=1024)
+    max_dense_rows: int = option(DEFAULT_MAX_DENSE_ROWS,
+                                 "largest parent-configuration count of a CPT counted "
+                                 "densely on the device; larger ones are counted from bin "
+                                 "records on the host (only visited configurations)",
+                                 minimum=1)
+    batch: int = option(0, "trajectories per kernel launch (0: as many as memory allows)",
+                        minimum=0)

@@ -1,0 +1,264 @@
+"""`DbnProgram.run`: a DbnApproximation task from samples to DbnResult.
+
+1. The DBN's variables: the ODE's state variables, then the sampled ids that are
+   not initial values of a state (parameter nodes, constant over time, each its own
+   only parent). Parents from the rate equations (structure.py).
+2. Samples: `--sample` as `sbmlgpu run` draws them (Philox keyed by seed and id);
+   the sampled ids become the kernel's table columns.
+3. Ranges: where `--range` does not give one, a first pass of the same integration
+   (the range sink) finds each variable's min and max over all slices of all
+   finite trajectories.
+4. Counts: the counting pass bins every variable at every slice and adds each
+   transition to the dense CPTs on the device; variables with too many parents
+   are counted on the host from bin records. Members that fail (non-finite, or
+   stopped) are run again with weight -1, which removes exactly what they added:
+   failed trajectories are counted and reported, never binned.
+5. The result: counts, counted marginals, and the DBN's own marginals by factored
+   frontier inference (sbmlgpu.results.dbn_inference).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import numpy as np
+
+from sbmlgpu.backend import Program
+from sbmlgpu.ensemble import sample
+from sbmlgpu.errors import OptionError, SimulationError
+from sbmlgpu.ir import Network
+from sbmlgpu.ode.engines import LaunchConfig
+from sbmlgpu.ode.model import KernelModel
+from sbmlgpu.profile import phase
+from sbmlgpu.runtime.host_memory import available_memory
+from sbmlgpu.results import DbnResult, Status
+from sbmlgpu.results.dbn import SparseCounts
+from sbmlgpu.schedule.progress import Progress
+from sbmlgpu.tasks import DbnApproximation
+from sbmlgpu.views.ode import OdeSystem
+
+from .counting import SparseCounter, counted_marginals, dense_counts
+from .engines import WEIGHT_REMOVE, GpuEngine, HostEngine
+from .kernels import dbn_kernels
+from .options import DbnOptions
+from .sinks import keys_to_values
+from .structure import DbnStructure
+
+log = logging.getLogger("sbmlgpu.dbn")
+COUNT_LIMIT = 2**32 - 1  # the device counts are unsigned 32-bit
+#: the share of free device memory one batch may take (the count buffer aside)
+BATCH_MEMORY_SHARE = 0.25
+HOST_RECORD_BYTES = 1 << 30  # bin records per batch on the host path
+
+
+class DbnProgram(Program):
+    def __init__(self, network: Network, ode: OdeSystem, options: DbnOptions, device=None):
+        self.network = network
+        self.ode = ode
+        self.options = options
+        self.device = device
+        self._sources: dict[str, str] = {}
+        self.last_run: dict[str, Any] = {}
+
+    @property
+    def sources(self) -> dict[str, str]:
+        """The kernels of the runs so far; before the first, those of a DBN without
+        samples (5 bins, one slice), so that --keep-source has something to keep."""
+        if not self._sources:
+            structure = DbnStructure.of(self.ode, (), 5, 1, self.options.max_dense_rows)
+            model = KernelModel(self.ode, (), structure.variables)
+            self._sources.update(dbn_kernels(model, structure, self.options.precision,
+                                             self.options.block_size).sources)
+        return dict(self._sources)
+
+    # -- run ------------------------------------------------------------------------
+    def run(self, task: DbnApproximation, scheduler=None, profiler=None) -> DbnResult:
+        started = time.perf_counter()
+        o = self.options
+        n = int(task.ensemble)
+        if n > COUNT_LIMIT:
+            raise OptionError("ensemble", f"{n} trajectories: the CPT counts are 32-bit, at "
+                                          f"most {COUNT_LIMIT}")
+        samples = sample(dict(task.sample), n, int(task.seed)) if task.sample else {}
+        parameter_nodes = tuple(sid for sid in samples if sid not in self.ode.state_ids)
+        structure = DbnStructure.of(self.ode, parameter_nodes, int(task.bins),
+                                    int(task.slices), o.max_dense_rows)
+        _check_ranges(task, structure)
+        varied = tuple(samples)
+        table = (np.stack([np.asarray(samples[sid], dtype=np.float64) for sid in varied])
+                 if varied else np.zeros((0, n)))
+        model = KernelModel(self.ode, varied, structure.variables)
+        with phase(profiler, "generate kernels"):
+            kernels = dbn_kernels(model, structure, o.precision, o.block_size)
+        self._sources.update(kernels.sources)
+        _check_count_memory(structure, self.device)
+        engine = GpuEngine(kernels, self.device) if self.device is not None \
+            else HostEngine(kernels)
+        with phase(profiler, "compile"):
+            engine.compile()
+        times = float(task_start(self.network)) + float(task.slice_time) * np.arange(
+            task.slices + 1, dtype=np.float64)
+        dt = float(task.slice_time) / int(task.steps)
+        config = LaunchConfig(rtol=0.0, atol=0.0, h0=dt, max_step=dt, dt=dt,
+                              max_steps=2 * int(task.slices) * (int(task.steps) + 1) + 16,
+                              seed=int(task.seed), block_size=o.block_size)
+        batch = self._batch_size(n, len(varied), structure, kernels.sink.records)
+        batches = [slice(a, min(a + batch, n)) for a in range(0, n, batch)] or [slice(0, 0)]
+        progress_on = bool(getattr(task, "progress", True))
+
+        # 3. ranges
+        given = {sid: tuple(map(float, r)) for sid, r in dict(task.ranges).items()}
+        range_ms = 0.0
+        range_seconds = 0.0
+        found = None
+        if any(v not in given for v in structure.variables):
+            t0 = time.perf_counter()
+            keys = None
+            with Progress(n, enabled=progress_on, desc="ranges") as bar, \
+                    phase(profiler, "range pass"):
+                for part in batches:
+                    p = engine.range_pass(table[:, part], times, config, profiler)
+                    keys = p.keys.copy() if keys is None else _merge_keys(keys, p.keys)
+                    range_ms += p.kernel_ms
+                    bar.advance(part.stop - part.start)
+            found = keys_to_values(keys)
+            range_seconds = time.perf_counter() - t0
+        ranges, origin = _ranges(structure, given, found)
+        edges = np.stack([np.linspace(lo, hi, structure.bins + 1) for lo, hi in ranges])
+
+        # 4. counts
+        t0 = time.perf_counter()
+        status = np.empty(n, np.int8)
+        steps = np.empty(n, np.int64)
+        counter = SparseCounter(structure) if structure.sparse else None
+        count_ms = 0.0
+        removed = 0
+        engine.start_counts(structure.count_elements)
+        with Progress(n, enabled=progress_on, desc="trajectories") as bar, \
+                phase(profiler, "count pass"):
+            for part in batches:
+                p = engine.count_pass(table[:, part], times, config, ranges, profiler=profiler)
+                status[part], steps[part] = p.status, p.steps
+                count_ms += p.kernel_ms
+                ok = p.status == int(Status.ok)
+                if counter is not None:
+                    counter.add(p.records, ok)
+                failed = np.flatnonzero(~ok)
+                if len(failed) and structure.dense:
+                    back = engine.count_pass(table[:, part][:, failed], times, config, ranges,
+                                             weight=WEIGHT_REMOVE, profiler=profiler)
+                    count_ms += back.kernel_ms
+                    removed += len(failed)
+                bar.advance(part.stop - part.start)
+        buffer = engine.finish_counts()
+        count_seconds = time.perf_counter() - t0
+        ok = status == int(Status.ok)
+        n_ok = int(ok.sum())
+        if n_ok == 0:
+            raise SimulationError(f"all {n} trajectories of model {self.network.id!r} failed "
+                                  f"({_status_summary(status)}); nothing to count")
+        with phase(profiler, "assemble"):
+            counts: dict[str, Any] = dense_counts(buffer, structure)
+            sparse = counter.finish() if counter is not None else {}
+            for v, (configs, tables) in sparse.items():
+                counts[v] = SparseCounts(tuple(configs), tuple(tables))
+            counted = counted_marginals(structure, {v: counts[v] for v in structure.dense},
+                                        sparse, n_ok)
+        result = DbnResult(structure.variables, times, edges, structure.parents, counts,
+                           counted)
+        with phase(profiler, "inference"):
+            result.infer()
+        seconds = time.perf_counter() - started
+        result.metadata = {
+            "engine": engine.name, "precision": o.precision, "kernel": "homogeneous",
+            "method": "rk4", "step": dt, "steps_per_slice": int(task.steps),
+            "trajectories": n, "counted_trajectories": n_ok, "failed_trajectories": n - n_ok,
+            "failed_status": _status_summary(status[~ok]),
+            "failed_members": np.flatnonzero(~ok)[:100].tolist(),
+            "parameter_nodes": list(parameter_nodes),
+            "dense_variables": list(structure.dense), "sparse_variables": list(structure.sparse),
+            "range_origin": origin, "ranges": ranges.tolist(), "batch": batch,
+            "range_pass_seconds": range_seconds, "count_pass_seconds": count_seconds,
+            "range_kernel_ms": range_ms, "count_kernel_ms": count_ms,
+            "rk4_steps": int(steps[ok].sum()),
+            "trajectories_per_second": n / max(range_seconds + count_seconds, 1e-12),
+            "run_seconds": seconds,
+        }
+        self.last_run = dict(result.metadata)
+        return result
+
+    def _batch_size(self, n: int, n_varied: int, structure: DbnStructure, records: bool) -> int:
+        if self.options.batch:
+            return max(1, min(n, self.options.batch))
+        record = (structure.slices + 1) * len(structure.variables) if records else 0
+        real = 8 if self.options.precision == "double" else 4
+        per_member = n_varied * real + 5 + record
+        if self.device is not None:
+            budget = int(self.device.free_memory() * BATCH_MEMORY_SHARE)
+        else:
+            budget = HOST_RECORD_BYTES if records else 1 << 62
+        return int(max(1, min(n, budget // max(per_member, 1))))
+
+
+def task_start(network: Network) -> float:
+    """The time of slice 0: SBML models start at 0."""
+    return 0.0
+
+
+def _check_ranges(task: DbnApproximation, structure: DbnStructure) -> None:
+    for sid in dict(task.ranges):
+        if sid not in structure.variables:
+            raise OptionError("range", f"{sid!r} is not a variable of the DBN (its variables: "
+                                       f"{', '.join(structure.variables[:15])}"
+                                       f"{' ...' if len(structure.variables) > 15 else ''}; "
+                                       f"a parameter becomes one when it is sampled)")
+
+
+def _check_count_memory(structure: DbnStructure, device) -> None:
+    """OptionError before anything runs when the dense CPTs cannot be held."""
+    need = 4 * structure.count_elements
+    have = int((device.free_memory() if device is not None else available_memory()) * 0.8)
+    if need > have:
+        largest = max(structure.dense, key=structure.rows)
+        raise OptionError("bins", f"the dense CPTs need {need / 2**30:.2f} GiB "
+                                  f"({largest!r} alone has {structure.rows(largest)} parent "
+                                  f"configurations per transition), more than the "
+                                  f"{have / 2**30:.2f} GiB available; use fewer bins or "
+                                  f"slices, or a smaller --max-dense-rows (larger tables "
+                                  f"are then counted sparsely on the host)")
+
+
+def _merge_keys(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    out = a.copy()
+    out[0::2] = np.minimum(a[0::2], b[0::2])
+    out[1::2] = np.maximum(a[1::2], b[1::2])
+    return out
+
+
+def _ranges(structure: DbnStructure, given: dict, found) -> tuple[np.ndarray, dict]:
+    """(variables, 2) [lo, hi) per variable and where each came from."""
+    ranges = np.empty((len(structure.variables), 2))
+    origin = {}
+    for j, v in enumerate(structure.variables):
+        if v in given:
+            ranges[j] = given[v]
+            origin[v] = "given"
+            continue
+        lo, hi = (float(x) for x in found[j])
+        if not (np.isfinite(lo) and np.isfinite(hi)):
+            raise SimulationError(f"no trajectory kept {v!r} finite: no range to bin it "
+                                  f"over (give one with --range {v}=LOW:HIGH)")
+        if hi <= lo:  # never changes: all its mass in the first bin
+            hi = lo + max(abs(lo), 1.0)
+            origin[v] = "constant (widened)"
+        else:
+            origin[v] = "min..max"
+        ranges[j] = (lo, hi)
+    return ranges, origin
+
+
+def _status_summary(status: np.ndarray) -> dict[str, int]:
+    names, counts = np.unique(np.asarray(status), return_counts=True)
+    return {Status(int(c)).name: int(k) for c, k in zip(names, counts)}

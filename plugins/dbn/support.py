@@ -1,0 +1,19 @@
+"""What the `dbn` backend refuses, with the ids of the elements that use it.
+
+- Whatever the ODE view cannot represent (algebraic rules, fast reactions,
+  reactions without rate math): the trajectories are ODE solutions.
+- delay(): a thread keeps no trajectory history.
+Events are supported (the trajectories are integrated by the same RK4 driver as the
+ode backend's, events included); a DBN's parents come from the rate equations only,
+so a jump an event makes appears in the CPTs as the variable's transition from its
+own previous bin (docs/dbn.md).
+"""
+
+from __future__ import annotations
+
+from sbmlgpu.ir import Network
+from sbmlgpu.views import ode as ode_view
+
+
+def unsupported(network: Network) -> list[tuple[str, tuple[str, ...]]]:
+    return ode_view.unsupported_without_history(network, "a trajectory's history is not kept")
