@@ -116,13 +116,17 @@ class DbnProgram(Program):
         if any(v not in given for v in structure.variables):
             t0 = time.perf_counter()
             keys = None
+            first = np.empty(n, np.int8)
             with Progress(n, enabled=progress_on, desc="ranges") as bar, \
                     phase(profiler, "range pass"):
                 for part in batches:
                     p = engine.range_pass(table[:, part], times, config, profiler)
                     keys = p.keys.copy() if keys is None else _merge_keys(keys, p.keys)
+                    first[part] = p.status
                     range_ms += p.kernel_ms
                     bar.advance(part.stop - part.start)
+            if n and not np.any(first == int(Status.ok)):
+                raise self._all_failed(n, first, dt)
             found = keys_to_values(keys)
             range_seconds = time.perf_counter() - t0
         ranges, origin = _ranges(structure, given, found)
@@ -157,8 +161,7 @@ class DbnProgram(Program):
         ok = status == int(Status.ok)
         n_ok = int(ok.sum())
         if n_ok == 0:
-            raise SimulationError(f"all {n} trajectories of model {self.network.id!r} failed "
-                                  f"({_status_summary(status)}); nothing to count")
+            raise self._all_failed(n, status, dt)
         with phase(profiler, "assemble"):
             counts: dict[str, Any] = dense_counts(buffer, structure)
             sparse = counter.finish() if counter is not None else {}
@@ -182,12 +185,20 @@ class DbnProgram(Program):
             "range_origin": origin, "ranges": ranges.tolist(), "batch": batch,
             "range_pass_seconds": range_seconds, "count_pass_seconds": count_seconds,
             "range_kernel_ms": range_ms, "count_kernel_ms": count_ms,
-            "rk4_steps": int(steps[ok].sum()),
+            "rk4_steps": int(steps[ok].sum()), "all_rk4_steps": int(steps.sum()),
+            "flops_per_step": kernels.counts.flops_per_step,
             "trajectories_per_second": n / max(range_seconds + count_seconds, 1e-12),
             "run_seconds": seconds,
         }
         self.last_run = dict(result.metadata)
         return result
+
+    def _all_failed(self, n: int, status: np.ndarray, dt: float) -> SimulationError:
+        return SimulationError(
+            f"all {n} trajectories of model {self.network.id!r} failed "
+            f"({', '.join(f'{k}: {v}' for k, v in _status_summary(status).items())}); "
+            f"fixed-step RK4 with step {dt:g} is unstable for a stiff model: use more "
+            f"--steps per slice")
 
     def _batch_size(self, n: int, n_varied: int, structure: DbnStructure, records: bool) -> int:
         if self.options.batch:

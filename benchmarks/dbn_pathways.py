@@ -1,0 +1,115 @@
+"""DBN approximation of the three pathway models (Hagiescu et al. 2013): trajectories
+per second, RK4 steps per second, share of the GPU's FP32 peak, and the time of the
+whole task (samples, range pass, counting pass, CPT assembly, inference), against the
+paper's figures (../shared/BENCHMARKS.md: EGF-NGF 3e6 trajectories x 1e4 RK4 steps in
+157 s on a Tesla S2050; the target is <= 2 s on one GPU).
+
+Settings (Table II of the paper was not at hand; documented in docs/dbn.md): every
+species with a non-zero initial value sampled uniformly within +-20 % of it, 5 bins,
+T = 100 slices; EGF-NGF and the segmentation clock r = 100 steps per slice of 1 time
+unit (T.r = 1e4), MLC phosphorylation (BIOMD0000000088, stiff: RK4 needs a step <=
+3e-4) r = 20,000 steps per slice of 6 s (T.r = 2e6), at the paper's N.
+
+Each model: a small warm-up run (compiles), then the task with default ranges (range
+pass + counting pass), then with the ranges given (the counting pass alone). FLOPs:
+RK4 steps x the kernel's FLOPs per step (sbmlgpu.codegen.cost, an FMA counts two).
+Writes dbn_pathways.json into --out.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from ssa_common import MODELS, arguments, describe, gpu_device, table, write_json  # noqa: E402
+
+import sbmlgpu  # noqa: E402
+from sbmlgpu.views.ode import ode_system  # noqa: E402
+
+#: name, file, N, slices, slice time, steps per slice, paper N (BENCHMARKS.md)
+CASES = [
+    ("EGF-NGF", "BIOMD0000000033", 3_000_000, 100, 1.0, 100),
+    ("segmentation clock", "BIOMD0000000201", 1_000_000, 100, 1.0, 100),
+    ("MLC phosphorylation", "BIOMD0000000088", 30_000, 100, 6.0, 20_000),
+]
+PAPER_S = {"EGF-NGF": 157.0, "MLC phosphorylation": 4596.0}
+
+
+def initial_value_samples(path, spread=0.2) -> dict[str, str]:
+    ode = ode_system(sbmlgpu.load(path))
+    index = {p: i for i, p in enumerate(ode.p_ids)}
+    return {s: f"uniform:{(1 - spread) * float(v)!r}:{(1 + spread) * float(v)!r}"
+            for s in ode.state_ids if s in index and (v := ode.p_values[index[s]]) != 0}
+
+
+def run(path, device, n, slices, slice_time, steps, options, ranges=None):
+    started = time.perf_counter()
+    result = sbmlgpu.dbn(path, device=device, progress=False, ensemble=n,
+                         sample=initial_value_samples(path), slices=slices,
+                         slice_time=slice_time, steps=steps, ranges=ranges or {},
+                         options=options)
+    return result, time.perf_counter() - started
+
+
+def measure(case, device, args) -> list[dict]:
+    name, file, n, slices, slice_time, steps = case
+    if args.quick:
+        n, steps = max(n // 100, 1000), max(steps // 10, 10)
+    path = MODELS / f"{file}.xml"
+    peak = device.properties.peak_flops("float")
+    rows = []
+    for kernel in args.kernels:
+        options = {"kernel": kernel} if kernel != "homogeneous" else {}
+        run(path, device, 1024, 2, slice_time, steps, options)  # compile, warm up
+        full, full_s = run(path, device, n, slices, slice_time, steps, options)
+        ranges = {v: (float(e[0]), float(e[-1])) for v, e in zip(full.variables, full.edges)}
+        counted, counted_s = run(path, device, n, slices, slice_time, steps, options, ranges)
+        m = counted.metadata
+        flops = m["all_rk4_steps"] * m["flops_per_step"]
+        kernel_s = m["count_kernel_ms"] / 1e3
+        err = full.inference_error()
+        row = {"model": name, "file": file, "kernel": kernel, "trajectories": n,
+               "slices": slices, "steps_per_slice": steps, "rk4_steps": m["all_rk4_steps"],
+               "failed": m["failed_trajectories"], "task_s": full_s,
+               "range_pass_s": full.metadata["range_pass_seconds"],
+               "count_pass_s": full.metadata["count_pass_seconds"],
+               "task_given_ranges_s": counted_s, "count_kernel_s": kernel_s,
+               "trajectories_per_s": n / counted_s, "steps_per_s": m["all_rk4_steps"] / kernel_s,
+               "fp32_fraction": flops / kernel_s / peak, "flops_per_step": m["flops_per_step"],
+               "sparse_variables": len(m["sparse_variables"]),
+               "inference_tv_mean": err["mean"], "inference_tv_max": err["max"],
+               "paper_s": PAPER_S.get(name)}
+        rows.append(row)
+        print(f"{name} [{kernel}]: task {full_s:.2f} s (ranges given {counted_s:.2f} s, "
+              f"count kernel {kernel_s:.2f} s, {row['fp32_fraction']:.1%} of FP32 peak), "
+              f"{m['failed_trajectories']} failed", flush=True)
+    return rows
+
+
+def main() -> None:
+    p = arguments(__doc__)
+    p.add_argument("--models", nargs="+", default=None, help="names or BIOMD ids to run")
+    p.add_argument("--kernels", nargs="+", default=["homogeneous"],
+                   help="homogeneous and/or heterogeneous")
+    p.add_argument("--name", default="dbn_pathways", help="JSON file name (without .json)")
+    args = p.parse_args()
+    device = gpu_device(args.cpu)
+    if device is None:
+        sys.exit("dbn_pathways.py measures the GPU: no GPU here")
+    cases = [c for c in CASES if args.models is None or c[0] in args.models
+             or c[1] in args.models]
+    rows = []
+    for case in cases:
+        rows += measure(case, device, args)
+    print()
+    print(table(rows, [("model", "model", "s"), ("kernel", "kernel", "s"),
+                       ("N", "trajectories", "d"), ("task s", "task_s", ".2f"),
+                       ("ranges given s", "task_given_ranges_s", ".2f"),
+                       ("kernel s", "count_kernel_s", ".2f"),
+                       ("traj/s", "trajectories_per_s", ".3g"),
+                       ("FP32 %", "fp32_fraction", ".1%"), ("paper s", "paper_s", "s")]))
+    write_json(args.out, args.name, {"machine": describe(device), "rows": rows})
+
+
+if __name__ == "__main__":
+    main()
