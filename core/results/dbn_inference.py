@@ -30,22 +30,31 @@ if TYPE_CHECKING:  # pragma: no cover
 def infer(result: "DbnResult") -> tuple[np.ndarray, np.ndarray]:
     """(inferred, unvisited_mass): marginals (slices + 1, variables, K) by factored
     frontier from `result.counted[0]`, and the unvisited mass (slices, variables)."""
-    index = {v: i for i, v in enumerate(result.variables)}
-    slices, nv, bins = result.slices, len(result.variables), result.bins
-    inferred = np.empty((slices + 1, nv, bins))
-    unvisited = np.empty((slices, nv))
+    inferred = np.empty((result.slices + 1, len(result.variables), result.bins))
+    unvisited = np.empty((result.slices, len(result.variables)))
     inferred[0] = result.counted[0]
-    for s in range(slices):
-        for v, var in enumerate(result.variables):
-            parents = np.array([index[p] for p in result.parents[var]], dtype=np.intp)
-            counts = result.counts[var]
-            if isinstance(counts, SparseCounts):
-                weights, table = _sparse_weights(inferred[s], parents, counts, s)
-                inferred[s + 1, v], unvisited[s, v] = _step(weights, table, every_row=False)
-            else:
-                weights = _dense_weights(inferred[s], parents)
-                inferred[s + 1, v], unvisited[s, v] = _step(weights, counts[s], every_row=True)
+    for s in range(result.slices):
+        inferred[s + 1], unvisited[s] = forward_step(result, s, inferred[s])
     return inferred, unvisited
+
+
+def forward_step(result: "DbnResult", transition: int, marginals: np.ndarray):
+    """One factored-frontier step through a transition's CPTs from per-variable
+    marginals (variables, K) at its first slice: (marginals at the next slice,
+    unvisited mass per variable)."""
+    index = {v: i for i, v in enumerate(result.variables)}
+    after = np.empty_like(marginals, dtype=float)
+    unvisited = np.empty(len(result.variables))
+    for v, var in enumerate(result.variables):
+        parents = np.array([index[p] for p in result.parents[var]], dtype=np.intp)
+        counts = result.counts[var]
+        if isinstance(counts, SparseCounts):
+            weights, table = _sparse_weights(marginals, parents, counts, transition)
+            after[v], unvisited[v] = _step(weights, table, every_row=False)
+        else:
+            weights = _dense_weights(marginals, parents)
+            after[v], unvisited[v] = _step(weights, counts[transition], every_row=True)
+    return after, unvisited
 
 
 def _dense_weights(marginals: np.ndarray, parents: np.ndarray) -> np.ndarray:
