@@ -1,68 +1,77 @@
-"""Shared by the dbn tests: an independent count of CPTs from trajectories computed by
-the `ode` backend (fixed-step RK4 at the same precision, the same samples), binned by
-numpy with the DBN result's own edges — the yardstick the issue names ("counted
-marginals equal those of an ode-backend ensemble with the same samples")."""
+"""Shared pieces of the DBN result tests: small networks built from binned trajectories.
+
+Counting is the dbn backend's job; these tests count bin records themselves (plainly,
+one trajectory at a time) so that the result machinery is checked against numbers it
+did not produce.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
-import sbmlgpu
-from sbmlgpu.ensemble import sample
-from sbmlgpu.results import DbnResult
+from sbmlgpu.results.dbn import DbnResult, SparseCounts
 
 
-def bin_values(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
-    """numpy.digitize on linspace edges, clamped to 0..K-1 (as binning.cuh)."""
-    k = len(edges) - 1
-    return np.clip(np.digitize(values, edges) - 1, 0, k - 1)
-
-
-def ode_backend_counts(model, result: DbnResult, *, n: int, samples: dict, seed: int,
-                       steps: int, precision: str = "float", device="cpu"):
-    """(dense counts per variable, counted marginals, ok mask) recounted from the ode
-    backend's trajectories of the same samples."""
-    drawn = sample(samples, n, seed)
-    times = result.times
-    dt = (times[1] - times[0]) / steps
-    states = [v for v in result.variables if v not in drawn or v not in
-              result.metadata.get("parameter_nodes", ())]
-    states = [v for v in states if v not in result.metadata.get("parameter_nodes", ())]
-    tc = sbmlgpu.run(model, "ode", times=times, parameters=drawn, outputs=states,
-                     options={"method": "rk4", "dt": dt, "precision": precision,
-                              "bundling": False},
-                     device=device, progress=False)
-    ok = tc.ok
-    k = result.bins
-    bins = {}
-    for j, v in enumerate(result.variables):
-        if v in states:
-            values = tc[v][ok]
-        else:  # a parameter node keeps its sampled value
-            values = np.repeat(np.asarray(drawn[v])[ok][:, None], len(times), axis=1)
-        bins[v] = bin_values(values, result.edges[j])
+def count(records: np.ndarray, variables, parents, bins: int):
+    """Dense counts and counted marginals of bin records (trajectories, slices + 1,
+    variables): counts[v][s, row of the parents' bins at s, v's bin at s + 1]."""
+    n, slices = records.shape[0], records.shape[1] - 1
+    index = {v: i for i, v in enumerate(variables)}
     counts = {}
-    for v in result.variables:
-        pa = result.parents[v]
-        rows = np.ravel_multi_index(tuple(bins[p][:, :-1] for p in pa), (k,) * len(pa))
-        c = np.zeros((len(times) - 1, k ** len(pa), k), np.int64)
-        s = np.broadcast_to(np.arange(len(times) - 1), rows.shape)
-        np.add.at(c, (s, rows, bins[v][:, 1:]), 1)
-        counts[v] = c
-    marginals = np.stack([np.stack([np.bincount(bins[v][:, s], minlength=k)
-                                    for v in result.variables])
-                          for s in range(len(times))]) / max(int(ok.sum()), 1)
-    return counts, marginals, ok
+    for var in variables:
+        cols = [index[p] for p in parents[var]]
+        table = np.zeros((slices, bins ** len(cols), bins), np.int64)
+        for trajectory in records:
+            for s in range(slices):
+                row = 0
+                for c in cols:  # first parent most significant
+                    row = row * bins + int(trajectory[s, c])
+                table[s, row, trajectory[s + 1, index[var]]] += 1
+        counts[var] = table
+    counted = np.zeros((slices + 1, len(variables), bins))
+    for s in range(slices + 1):
+        for v in range(len(variables)):
+            counted[s, v] = np.bincount(records[:, s, v], minlength=bins) / n
+    return counts, counted
 
 
-def dense(result: DbnResult, variable: str) -> np.ndarray:
-    """A variable's counts as a dense (slices, K**parents, K) array, whichever form."""
-    c = result.counts[variable]
-    if isinstance(c, np.ndarray):
-        return c
-    k, pa = result.bins, result.parents[variable]
-    out = np.zeros((len(c.counts), k ** len(pa), k), np.int64)
-    for s, (configs, table) in enumerate(zip(c.configs, c.counts)):
-        rows = np.ravel_multi_index(tuple(configs.T.astype(np.intp)), (k,) * len(pa))
-        out[s, rows] = table
-    return out
+def random_walk_bins(rng, trajectories: int, slices: int, variables: int, bins: int):
+    """Bin records of random walks: each bin moves by -1, 0 or +1 per slice (clipped),
+    so a variable's next bin depends on its own (and its neighbours' are correlated)."""
+    records = np.empty((trajectories, slices + 1, variables), np.int64)
+    records[:, 0] = rng.integers(0, bins, (trajectories, variables))
+    for s in range(slices):
+        step = rng.integers(-1, 2, (trajectories, variables))
+        records[:, s + 1] = np.clip(records[:, s] + step, 0, bins - 1)
+    return records
+
+
+def result_of(variables, parents, bins, counts, counted, **kwargs) -> DbnResult:
+    """A DbnResult with unit-spaced bin edges and slices at 0, 1, 2, ..."""
+    slices = counted.shape[0] - 1
+    edges = np.tile(np.arange(bins + 1, dtype=float), (len(variables), 1))
+    return DbnResult(tuple(variables), np.arange(slices + 1.0), edges, dict(parents), counts,
+                     counted, **kwargs)
+
+
+def sparse_copy(result: DbnResult, variables=None) -> DbnResult:
+    """The same result with the counts of `variables` (default: all) stored sparse."""
+    variables = result.variables if variables is None else variables
+    counts = {var: SparseCounts.from_dense(c) if var in variables else c
+              for var, c in result.counts.items()}
+    return DbnResult(result.variables, result.times, result.edges, result.parents, counts,
+                     result.counted, metadata=dict(result.metadata))
+
+
+def random_network(rng, variables=("a", "b", "c"), bins=3, slices=3, trajectories=400,
+                   max_parents=2):
+    """A result from random-walk trajectories, each variable with itself and up to
+    max_parents - 1 other random parents."""
+    parents = {}
+    for v, var in enumerate(variables):
+        others = [u for u in range(len(variables)) if u != v]
+        extra = rng.choice(others, size=min(max_parents - 1, len(others)), replace=False)
+        parents[var] = tuple(variables[u] for u in sorted([v, *extra.tolist()]))
+    records = random_walk_bins(rng, trajectories, slices, len(variables), bins)
+    counts, counted = count(records, variables, parents, bins)
+    return result_of(variables, parents, bins, counts, counted)

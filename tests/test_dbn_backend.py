@@ -19,7 +19,7 @@ from sbmlgpu.plugins.dbn.structure import DbnStructure
 from sbmlgpu.results.io import read
 from sbmlgpu.views.ode import ode_system
 
-from .dbn_helpers import dense, ode_backend_counts
+from .dbn_recount import dense, ode_backend_counts
 from .shared_data import ROOT
 
 MODELS = ROOT / "sbml_models"

@@ -12,7 +12,7 @@ import pytest
 
 import sbmlgpu
 
-from .dbn_helpers import dense, ode_backend_counts
+from .dbn_recount import dense, ode_backend_counts
 from .shared_data import ROOT
 from .test_dbn_backend import BLOW_UP, LV_SAMPLES
 
@@ -38,11 +38,11 @@ def egf_samples():
 def test_gpu_counts_equal_a_recount_of_the_gpu_ode_backend(gpu_device, model, samples, n,
                                                            slices, slice_time, steps):
     samples = samples or egf_samples()
-    r = sbmlgpu.dbn(model, device=gpu_device, progress=False, ensemble=n, sample=samples,
-                    slices=slices, slice_time=slice_time, steps=steps)
+    r = sbmlgpu.dbn(model, device=gpu_device.index, progress=False, ensemble=n,
+                    sample=samples, slices=slices, slice_time=slice_time, steps=steps)
     assert r.metadata["engine"] == "gpu"
     counts, marginals, ok = ode_backend_counts(model, r, n=n, samples=samples, seed=0,
-                                               steps=steps, device=gpu_device)
+                                               steps=steps, device=gpu_device.index)
     assert int(ok.sum()) == r.metadata["counted_trajectories"]
     for v in r.variables:
         np.testing.assert_array_equal(dense(r, v), counts[v], err_msg=v)
@@ -53,12 +53,13 @@ def test_gpu_failed_trajectories_are_never_counted(gpu_device, tmp_path):
     model = tmp_path / "blow_up.xml"
     model.write_text(BLOW_UP)
     samples = {"k": "uniform:0.2:2"}
-    r = sbmlgpu.dbn(model, device=gpu_device, progress=False, ensemble=4000, sample=samples,
-                    slices=4, slice_time=0.25, steps=50, ranges={"X": (0.0, 6.0)})
+    r = sbmlgpu.dbn(model, device=gpu_device.index, progress=False, ensemble=4000,
+                    sample=samples, slices=4, slice_time=0.25, steps=50,
+                    ranges={"X": (0.0, 6.0)})
     failed = r.metadata["failed_trajectories"]
     assert 500 < failed < 3500
     counts, _, ok = ode_backend_counts(model, r, n=4000, samples=samples, seed=0, steps=50,
-                                       device=gpu_device)
+                                       device=gpu_device.index)
     assert int((~ok).sum()) == failed
     np.testing.assert_array_equal(dense(r, "X"), counts["X"])
 
@@ -66,12 +67,13 @@ def test_gpu_failed_trajectories_are_never_counted(gpu_device, tmp_path):
 def test_gpu_sparse_counting_equals_dense_and_the_cpu_path_agrees(gpu_device):
     settings = dict(ensemble=5000, sample=LV_SAMPLES, slices=8, slice_time=0.5, steps=20,
                     progress=False)
-    gpu = sbmlgpu.dbn(LV, device=gpu_device, **settings)
-    sparse = sbmlgpu.dbn(LV, device=gpu_device, options={"max_dense_rows": 5}, **settings)
+    gpu = sbmlgpu.dbn(LV, device=gpu_device.index, **settings)
+    sparse = sbmlgpu.dbn(LV, device=gpu_device.index, options={"max_dense_rows": 5},
+                         **settings)
     assert sparse.metadata["sparse_variables"] == ["x1", "x2"]
     for v in gpu.variables:
         np.testing.assert_array_equal(dense(sparse, v), dense(gpu, v), err_msg=v)
     ranges = {v: (float(e[0]), float(e[-1])) for v, e in zip(gpu.variables, gpu.edges)}
     cpu = sbmlgpu.dbn(LV, device="cpu", ranges=ranges, **settings)
-    gpu_same = sbmlgpu.dbn(LV, device=gpu_device, ranges=ranges, **settings)
+    gpu_same = sbmlgpu.dbn(LV, device=gpu_device.index, ranges=ranges, **settings)
     assert np.abs(cpu.counted - gpu_same.counted).max() <= 0.002  # <= 10 of 5000 members
