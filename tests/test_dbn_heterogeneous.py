@@ -309,3 +309,37 @@ def test_gpu_heterogeneous_counts_equal_the_homogeneous(gpu_device, name, sample
         # docstring of heterogeneous.py); a last-bit difference moves a member across a
         # bin edge only rarely
         assert differ <= 1e-3 * total, f"{differ} of {total} counts differ"
+
+
+def test_the_gpu_engine_counts_with_the_heterogeneous_kernel():
+    """Launch shape and arguments on a fake device: the planned kernel replaces the
+    homogeneous count kernel, the weight -1 pass included; ranges stay homogeneous."""
+    from sbmlgpu.ode.engines import LaunchConfig
+    from sbmlgpu.plugins.dbn.engines import WEIGHT_REMOVE, GpuEngine
+
+    from .fakes import FakeDevice, FakeKernel, FakeModule
+
+    names = (het.ENTRY, "sbmlgpu_dbn_cpt_rk4", "sbmlgpu_dbn_range_rk4")
+    device = FakeDevice(compile=lambda dev, _: FakeModule(
+        names, lambda name: FakeKernel(name, log=dev.launches)))
+    model, structure, kernels = prepared("BIOMD0000000033", ("EGF",))
+    options = DbnOptions(kernel="heterogeneous", warps=2).validate()
+    kernel = het.plan(model, structure, kernels.counts, kernels.sink, options, device, 20)
+    engine = GpuEngine(kernels, device, kernel)
+    engine.compile()
+    assert kernel.source.text in device.compiled
+    config = LaunchConfig(rtol=0.0, atol=0.0, h0=0.5, max_step=0.5, dt=0.5, max_steps=500,
+                          seed=1, block_size=128)
+    table, times = np.ones((1, 1000)), np.arange(11.0)
+    ranges = np.tile([0.0, 1.0], (len(structure.variables), 1))
+    engine.start_counts(structure.count_elements)
+    engine.count_pass(table, times, config, ranges)
+    engine.count_pass(table[:, :3], times, config, ranges, weight=WEIGHT_REMOVE)
+    engine.range_pass(table, times, config)
+    (first, grid, block, shared), (back, grid_b, _, _), (ranges_name, _, block_r, shared_r) = \
+        device.launches[-3:]
+    assert first == back == het.ENTRY and ranges_name == "sbmlgpu_dbn_range_rk4"
+    assert (grid[0], block[0], shared) == kernel.launch_shape(1000)
+    assert grid_b[0] == kernel.launch_shape(3)[0] == 1
+    assert (block_r[0], shared_r) == (128, 0)
+    assert len(engine.finish_counts()) == structure.count_elements
