@@ -52,7 +52,9 @@ class KernelSource:
     linear_algebra: str = "none"  # rodas4: "dense LU" or "sparse LU (nnz)"
 
 
-def _printer(model: KernelModel, precision: str) -> CudaPrinter:
+def model_printer(model: KernelModel, precision: str) -> CudaPrinter:
+    """The printer of `model`'s expressions: x[i], p[j], literals for fixed parameters
+    (public: the dbn backend's heterogeneous kernel prints parts of the rhs with it)."""
     symbols: dict[sp.Basic, str] = {TIME: "t"}
     symbols.update({x: f"x[{i}]" for i, x in enumerate(model.x)})
     symbols.update({p: f"p[{j}]" for j, p in enumerate(model.p_symbols)})
@@ -233,7 +235,7 @@ def choose_jacobian(model: KernelModel, requested: str) -> str:
     ok = model.jacobian is not None and model.dfdt is not None
     if ok:
         try:  # printable? (e.g. derivatives of functions the printer refuses)
-            printer = _printer(model, "double")
+            printer = model_printer(model, "double")
             for e in [*model.jacobian, *model.dfdt]:
                 if e != 0:
                     printer.doprint(e)
@@ -265,7 +267,7 @@ def kernel_context(model: KernelModel, method: str, precision: str = "double", *
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}")
     sink = sink if sink is not None else TrajectorySink()
-    printer = _printer(model, precision)
+    printer = model_printer(model, precision)
     jac_mode = choose_jacobian(model, jacobian) if method == "rodas4" else "none"
     plan = None
     if jac_mode == "analytic" and model.n_states > LU_STATIC_MAX:

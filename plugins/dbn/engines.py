@@ -6,7 +6,9 @@ run (`start_counts` ... `finish_counts`): batches of members add into them, and 
 failed member's counts are taken back out by running it again with weight -1
 (the same code on the same inputs adds exactly what it added before). Each pass
 returns per-member status and steps, and the bin records when the sink writes
-them (variables counted on the host).
+them (variables counted on the host). Given a heterogeneous kernel (heterogeneous.py),
+the GPU engine counts with it in place of the homogeneous count kernel, the weight -1
+pass included.
 """
 
 from __future__ import annotations
@@ -47,9 +49,11 @@ def _settings(config: LaunchConfig):
 class GpuEngine:
     name = "gpu"
 
-    def __init__(self, kernels: DbnKernels, device):
+    def __init__(self, kernels: DbnKernels, device, heterogeneous=None):
         self.kernels = kernels
         self.device = device
+        #: heterogeneous.HeterogeneousKernel: counts with it instead of kernels.counts
+        self.heterogeneous = heterogeneous
         self.real = np.float64 if kernels.counts.precision == "double" else np.float32
         self._functions = {}
         self._counts = None
@@ -63,8 +67,12 @@ class GpuEngine:
     def compile(self) -> None:
         self._function(self.kernels.ranges)
         self._function(self.kernels.counts)
+        if self.heterogeneous is not None:
+            self._function(self.heterogeneous.source)
 
-    def _launch(self, source, table, times, sink_args, config, profiler):
+    def _launch(self, source, table, times, sink_args, config, profiler, shape=None):
+        """`shape`: (blocks, threads, shared bytes) of a launch; None: one thread per
+        member in blocks of config.block_size."""
         device, real = self.device, self.real
         b = int(table.shape[1])
         buffers = []
@@ -82,9 +90,10 @@ class GpuEngine:
                     status_buf, steps_buf, real(rtol), real(atol), real(h0), real(max_step),
                     real(dt), np.int64(max_steps), np.uint64(seed), np.uintp(0), np.uint64(0)]
             block = config.block_size
+            grid, block, shared = shape or ((b + block - 1) // block, block, 0)
             function = self._function(source)
             start = profiler.clock() if profiler is not None else None
-            timing = function.launch(((b + block - 1) // block,), (block,), args)
+            timing = function.launch((grid,), (block,), args, shared)
             status = device.from_device(status_buf, (b,), np.int8)
             steps = device.from_device(steps_buf, (b,), np.int32)
             if profiler is not None:
@@ -122,11 +131,13 @@ class GpuEngine:
         shape = (b, len(times), n_vars)
         records_buf = self.device.alloc(max(int(np.prod(shape)) * sink.dtype.itemsize, 1)) \
             if sink.records else None
+        het = self.heterogeneous
         try:
             status, steps, ms = self._launch(
-                self.kernels.counts, table, times,
+                het.source if het is not None else self.kernels.counts, table, times,
                 [self._counts, records_buf if records_buf is not None else np.uintp(0),
-                 ranges_buf, np.uint32(weight)], config, profiler)
+                 ranges_buf, np.uint32(weight)], config, profiler,
+                het.launch_shape(b) if het is not None else None)
             records = (self.device.from_device(records_buf, shape, sink.dtype)
                        if records_buf is not None else None)
         finally:

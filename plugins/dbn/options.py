@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sbmlgpu.backend import BackendOptions, option
+from sbmlgpu.errors import OptionError
 
 #: Dense CPTs up to this many parent configurations (K**parents) per variable and
 #: transition: 5 bins and 6 parents (15,625) fit; beyond, counted sparsely on the host.
@@ -26,3 +27,20 @@ class DbnOptions(BackendOptions):
                                  minimum=1)
     batch: int = option(0, "trajectories per kernel launch (0: as many as memory allows)",
                         minimum=0)
+    # the counting kernel on the GPU (plugins/dbn/heterogeneous.py)
+    kernel: str = option("homogeneous",
+                         "the counting kernel on the GPU: homogeneous (one thread per "
+                         "trajectory), heterogeneous (the equations split over warps that "
+                         "share each trajectory in shared memory, Hagiescu et al. 2013; "
+                         "dense CPTs, no events), auto (heterogeneous where it applies and "
+                         "the model has at least 8 equations)",
+                         choices=("homogeneous", "heterogeneous", "auto"))
+    warps: int = option(0, "compute warps of the heterogeneous kernel (0: its cost model "
+                           "chooses; at most 8 and the number of equations)",
+                        minimum=0, maximum=8)
+
+    def check(self) -> None:
+        if self.warps and self.kernel == "homogeneous":
+            raise OptionError("warps", f"{self.warps}: compute warps belong to the "
+                                       f"heterogeneous kernel; add --kernel heterogeneous "
+                                       f"(or auto)")

@@ -40,6 +40,7 @@ from sbmlgpu.tasks import DbnApproximation
 from sbmlgpu.views.ode import OdeSystem
 
 from .counting import SparseCounter, counted_marginals, dense_counts
+from . import heterogeneous
 from .engines import WEIGHT_REMOVE, GpuEngine, HostEngine
 from .kernels import dbn_kernels
 from .options import DbnOptions
@@ -92,9 +93,13 @@ class DbnProgram(Program):
         model = KernelModel(self.ode, varied, structure.variables)
         with phase(profiler, "generate kernels"):
             kernels = dbn_kernels(model, structure, o.precision, o.block_size)
+            het = heterogeneous.plan(model, structure, kernels.counts, kernels.sink, o,
+                                     self.device, int(task.steps))
         self._sources.update(kernels.sources)
+        if het is not None:
+            self._sources[het.source.name] = het.source.text
         _check_count_memory(structure, self.device)
-        engine = GpuEngine(kernels, self.device) if self.device is not None \
+        engine = GpuEngine(kernels, self.device, het) if self.device is not None \
             else HostEngine(kernels)
         with phase(profiler, "compile"):
             engine.compile()
@@ -176,6 +181,7 @@ class DbnProgram(Program):
         seconds = time.perf_counter() - started
         result.metadata = {
             "engine": engine.name, "precision": o.precision, "kernel": "homogeneous",
+            **(het.metadata() if het is not None else {}),
             "method": "rk4", "step": dt, "steps_per_slice": int(task.steps),
             "trajectories": n, "counted_trajectories": n_ok, "failed_trajectories": n - n_ok,
             "failed_status": _status_summary(status[~ok]),

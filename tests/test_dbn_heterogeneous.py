@@ -1,0 +1,345 @@
+"""The dbn backend's heterogeneous counting kernel (plugins/dbn/heterogeneous.py,
+kernels/heterogeneous.cu).
+
+Here (no GPU): the kernel compiles for sm_90 on the pathway models; the equation
+groups cover every equation once, carry the temporaries they need, and are balanced
+by the cost model; the groups' dx equal model_rhs bit for bit (host build); choose_c
+follows its model; the options are checked with typed errors. On the GPU (`-m gpu`):
+its counts equal the homogeneous kernel's."""
+
+from __future__ import annotations
+
+import ctypes
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+import sbmlgpu
+from sbmlgpu.codegen.compile_check import nvcc_available, nvcc_compile
+from sbmlgpu.errors import OptionError
+from sbmlgpu.ode.model import KernelModel
+from sbmlgpu.plugins.dbn import heterogeneous as het
+from sbmlgpu.plugins.dbn.kernels import dbn_kernels
+from sbmlgpu.plugins.dbn.options import DbnOptions
+from sbmlgpu.plugins.dbn.structure import DbnStructure
+from sbmlgpu.views.ode import ode_system
+
+from .ode_helpers import apply, ci, cn, load, needs_compiler, rate_rule_model
+
+MATHML = 'xmlns="http://www.w3.org/1998/Math/MathML"'
+needs_nvcc = pytest.mark.skipif(not nvcc_available(), reason="nvcc not found")
+
+#: a device as far as plan() looks at one: Hopper's shared memory
+HOPPER = SimpleNamespace(properties=SimpleNamespace(shared_memory_per_block_optin=227 * 1024,
+                                                    shared_memory_per_sm=228 * 1024))
+
+#: (model, sampled ids): lotka_volterra with a parameter node, the pathway models
+MODELS = [("lotka_volterra", ("x1", "p1")), ("BIOMD0000000033", ("EGF", "NGF")),
+          ("BIOMD0000000201", ())]
+
+
+def prepared(name, sampled=(), precision="float", max_dense_rows=65_536, bins=5, slices=10):
+    net = load(name) if isinstance(name, str) else name
+    ode = ode_system(net)
+    nodes = tuple(s for s in sampled if s not in ode.state_ids)
+    structure = DbnStructure.of(ode, nodes, bins, slices, max_dense_rows)
+    model = KernelModel(ode, tuple(sampled), structure.variables)
+    kernels = dbn_kernels(model, structure, precision, 128)
+    return model, structure, kernels
+
+
+def planned(name, sampled=(), device=HOPPER, steps=20, **options):
+    model, structure, kernels = prepared(name, sampled, options.get("precision", "float"))
+    o = DbnOptions(**{"kernel": "heterogeneous", **options}).validate()
+    return het.plan(model, structure, kernels.counts, kernels.sink, o, device, steps)
+
+
+# -- the kernel compiles --------------------------------------------------------------
+@needs_nvcc
+@pytest.mark.parametrize("name,sampled", MODELS)
+@pytest.mark.parametrize("precision", ["float", "double"])
+def test_the_heterogeneous_kernel_compiles_for_sm_90(name, sampled, precision):
+    kernel = planned(name, sampled, precision=precision)
+    text = kernel.source.text
+    assert kernel.source.kernel == het.ENTRY and f"{het.ENTRY}(" in text
+    assert f"#define DBN_C {kernel.layout.compute_warps}" in text
+    assert "bar.sync" in text and "bar.arrive" in text
+    # the SBML ids name the generated equations
+    model = prepared(name, sampled, precision)[0]
+    assert all(f"/* {sid} */" in text for sid in model.ode.state_ids)
+    nvcc_compile(text, "sm_90", name=kernel.source.name)  # CompileError if nvcc refuses
+
+
+@needs_nvcc
+@pytest.mark.parametrize("warps", [1, 2])
+def test_forced_compute_warps_compile(warps):
+    kernel = planned("BIOMD0000000033", ("EGF",), warps=warps)
+    assert kernel.layout.compute_warps == warps and kernel.chosen_by == "--warps"
+    assert len(kernel.groups) == warps
+    nvcc_compile(kernel.source.text, "sm_90", name=kernel.source.name)
+
+
+# -- the partition ------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["BIOMD0000000033", "BIOMD0000000201", "BIOMD0000000088"])
+@pytest.mark.parametrize("c", [1, 2, 3, 5, 8])
+def test_partition_covers_every_equation_once_and_is_balanced(name, c):
+    model = prepared(name)[0]
+    rhs = het.RhsBlock(model)
+    groups = het.partition(rhs, c)
+    assert [g.index for g in groups] == list(range(c))
+    flat = [i for g in groups for i in g.equations]
+    assert sorted(flat) == list(range(model.n_states))  # each exactly once
+    assert all(g.equations for g in groups)
+    # each group's temporaries are what its equations use, closed under use
+    names = {symbol: k for k, (symbol, _) in enumerate(rhs.block.temporaries)}
+    for g in groups:
+        have = set(g.temporaries)
+        for e in [rhs.block.outputs[i] for i in g.equations] + \
+                 [rhs.block.temporaries[k][1] for k in g.temporaries]:
+            assert {names[s] for s in e.free_symbols if s in names} <= have
+    # greedy by least growth: the heaviest group exceeds the mean by at most one equation
+    costs = [g.flops for g in groups]
+    heaviest_equation = max(rhs.cost([i]) for i in range(model.n_states))
+    assert max(costs) <= sum(costs) / c + heaviest_equation + 1e-9
+    # and splitting never makes the heaviest group heavier than the whole
+    assert max(costs) <= rhs.cost(range(model.n_states)) + 1e-9
+
+
+def test_partition_refuses_more_groups_than_equations():
+    rhs = het.RhsBlock(prepared("lotka_volterra")[0])
+    with pytest.raises(ValueError):
+        het.partition(rhs, 3)
+
+
+def test_group_equations_equal_model_rhs_bit_for_bit_on_the_host(tmp_path):
+    """The groups print the temporaries of model_rhs's CSE block: every dx is the same
+    expression, so a host build (no FMA contraction) gives the same bits."""
+    needs_compiler()
+    from sbmlgpu.runtime import host
+
+    kernel = planned("BIOMD0000000033", ("EGF", "NGF"), precision="double", warps=3)
+    model = prepared("BIOMD0000000033", ("EGF", "NGF"), "double")[0]
+    nx, npar, t_count = model.n_states, len(model.varied), kernel.layout.trajectories
+    calls = []
+    for g in kernel.groups:
+        calls.append(f"    {{ real_t dx[{len(g.equations)}]; "
+                     f"dbn_rhs_group_{g.index}(t, xs + j, ps + j, dx);")
+        calls += [f"      grouped[j * ODE_NX + {i}] = dx[{m}];"
+                  for m, i in enumerate(g.equations)]
+        calls.append("    }")
+    harness = kernel.source.text + "\n" + "\n".join([
+        'extern "C" int het_harness(const real_t* xs, const real_t* ps, real_t t,',
+        '                           real_t* full, real_t* grouped)',
+        "{",
+        "  for (int j = 0; j < DBN_T; ++j) {",
+        "    real_t x[ODE_NX], p[ODE_NP];",
+        "    for (int i = 0; i < ODE_NX; ++i) x[i] = xs[i * DBN_T + j];",
+        "    for (int i = 0; i < ODE_NP; ++i) p[i] = ps[i * DBN_T + j];",
+        "    model_rhs(t, x, p, full + j * ODE_NX);",
+        *calls,
+        "  }",
+        "  return 0;",
+        "}", ""])
+    library = host.load(harness, "het_harness.cu", ("-w", "-ffp-contract=off"))
+    rng = np.random.default_rng(3)
+    xs = rng.uniform(0.0, 2e4, (nx, t_count))
+    ps = rng.uniform(0.5, 2e4, (npar, t_count))
+    full = np.zeros((t_count, nx))
+    grouped = np.full((t_count, nx), np.nan)
+    ptr = ctypes.c_void_p
+    library.het_harness.argtypes = [ptr, ptr, ctypes.c_double, ptr, ptr]
+    library.het_harness(*(a.ctypes.data_as(ptr) for a in (xs, ps)), 0.0,
+                        full.ctypes.data_as(ptr), grouped.ctypes.data_as(ptr))
+    assert np.isfinite(full).all() and np.abs(full).max() > 0
+    assert np.array_equal(full.view(np.uint64), grouped.view(np.uint64))
+
+
+# -- choose_c and the block --------------------------------------------------------------
+def test_choose_c_follows_its_cost_model():
+    model, structure, _ = prepared("BIOMD0000000033")
+    rhs = het.RhsBlock(model)
+    per = het.bytes_per_trajectory(model, structure, "float")
+    limits = het.SmLimits()
+    c = het.choose_c(rhs, per, structure, 20, limits)
+    assert 1 <= c <= het.MAX_COMPUTE_WARPS
+    rates = {k: het.design(rhs, k, per, structure, 20, limits).rate
+             for k in range(1, het.MAX_COMPUTE_WARPS + 1)}
+    assert rates[c] == max(rates.values())
+    # issue-bound (latency hidden): one group has no duplicated temporaries, C = 1
+    assert het.choose_c(rhs, per, structure, 20, het.SmLimits(latency=0.0)) == 1
+    # latency-bound (unlimited issue): splitting shortens the critical path, C > 1
+    assert het.choose_c(rhs, per, structure, 20, het.SmLimits(schedulers=10**9)) > 1
+
+
+def test_choose_c_stays_within_the_equations():
+    model, structure, _ = prepared("lotka_volterra")
+    rhs = het.RhsBlock(model)
+    per = het.bytes_per_trajectory(model, structure, "float")
+    assert het.choose_c(rhs, per, structure, 20, het.SmLimits(schedulers=10**9)) <= 2
+
+
+def test_block_holds_warp_multiples_within_shared_memory():
+    for name in ("lotka_volterra", "BIOMD0000000033", "BIOMD0000000201"):
+        kernel = planned(name)
+        layout = kernel.layout
+        assert layout.trajectories % 32 == 0 and layout.trajectories >= 32
+        assert layout.shared_bytes <= 227 * 1024
+        assert layout.threads == 32 * (layout.compute_warps + layout.memory_warps)
+        assert layout.memory_warps in (1, 2)
+        blocks, threads, shared = kernel.launch_shape(2000)
+        assert blocks * layout.trajectories >= 2000 > (blocks - 1) * layout.trajectories
+        assert (threads, shared) == (layout.threads, layout.shared_bytes)
+        assert f"#define DBN_SHARED_BYTES {layout.shared_bytes}" in kernel.source.text
+
+
+def test_too_little_shared_memory_is_not_applicable():
+    tiny = SimpleNamespace(properties=SimpleNamespace(shared_memory_per_block_optin=4096,
+                                                      shared_memory_per_sm=8192))
+    with pytest.raises(OptionError, match="shared memory"):
+        planned("BIOMD0000000033", device=tiny)
+
+
+# -- options ---------------------------------------------------------------------------------
+def test_kernel_option_values_are_checked():
+    with pytest.raises(OptionError, match="kernel"):
+        DbnOptions(kernel="fast").validate()
+    with pytest.raises(OptionError, match="warps"):
+        DbnOptions(warps=2).validate()  # warps without the heterogeneous kernel
+    with pytest.raises(OptionError, match="warps"):
+        DbnOptions(kernel="heterogeneous", warps=9).validate()
+    assert DbnOptions().kernel == "homogeneous"
+
+
+def test_more_warps_than_equations_is_an_option_error():
+    with pytest.raises(OptionError, match=r"warps.*at most 2"):
+        planned("lotka_volterra", warps=3)
+
+
+def test_heterogeneous_needs_a_gpu():
+    with pytest.raises(OptionError, match="GPU only"):
+        planned("lotka_volterra", device=None)
+    model, structure, kernels = prepared("lotka_volterra")
+    auto = DbnOptions(kernel="auto", warps=1).validate()
+    assert het.plan(model, structure, kernels.counts, kernels.sink, auto, None, 20) is None
+
+
+def test_sparse_variables_are_not_applicable():
+    # a dense limit below EGF-NGF's largest table: some variables are counted on the host
+    model, structure, kernels = prepared("BIOMD0000000033", max_dense_rows=25)
+    assert structure.sparse
+    o = DbnOptions(kernel="heterogeneous").validate()
+    with pytest.raises(OptionError, match=r"kernel.*counted on the host"):
+        het.plan(model, structure, kernels.counts, kernels.sink, o, HOPPER, 20)
+    auto = DbnOptions(kernel="auto").validate()
+    assert het.plan(model, structure, kernels.counts, kernels.sink, auto, HOPPER, 20) is None
+
+
+def test_events_are_not_applicable():
+    at_one = apply("gt", '<csymbol encoding="text" definitionURL="http://www.sbml.org/sbml/'
+                         'symbols/time">time</csymbol>', cn(1))
+    event = ('<event id="E1" useValuesFromTriggerTime="true"><trigger initialValue="true" '
+             f'persistent="true"><math {MATHML}>{at_one}</math></trigger>'
+             f'<listOfEventAssignments><eventAssignment variable="x"><math {MATHML}>'
+             f'{cn(5)}</math></eventAssignment></listOfEventAssignments></event>')
+    net = sbmlgpu.load(rate_rule_model({"x": (1.0, apply("minus", ci("x")))}, events=event))
+    model, structure, kernels = prepared(net)
+    assert model.events and not structure.sparse
+    o = DbnOptions(kernel="heterogeneous").validate()
+    with pytest.raises(OptionError, match="events"):
+        het.plan(model, structure, kernels.counts, kernels.sink, o, HOPPER, 20)
+
+
+def test_auto_keeps_small_models_homogeneous_and_takes_large_ones():
+    model, structure, kernels = prepared("lotka_volterra")
+    auto = DbnOptions(kernel="auto").validate()
+    assert het.plan(model, structure, kernels.counts, kernels.sink, auto, HOPPER, 20) is None
+    model, structure, kernels = prepared("BIOMD0000000033")
+    chosen = het.plan(model, structure, kernels.counts, kernels.sink, auto, HOPPER, 20)
+    assert chosen is not None and chosen.chosen_by == "cost model"
+
+
+def test_the_cpu_path_refuses_the_heterogeneous_kernel():
+    with pytest.raises(OptionError, match="kernel"):
+        sbmlgpu.dbn(load("lotka_volterra"), ensemble=20, sample={"x1": "uniform:5:15"},
+                    slices=2, slice_time=1.0, steps=4, device="cpu", progress=False,
+                    options={"kernel": "heterogeneous"})
+
+
+# -- on the GPU: the same counts as the homogeneous kernel -------------------------------
+GPU_CASES = [("lotka_volterra", {"x1": "uniform:5:15", "p1": "uniform:0.5:1.5"}, 1.0),
+             ("BIOMD0000000033", {"EGF": "uniform:5000:20000", "NGF": "uniform:1000:9000"},
+              10.0)]
+
+
+def _gpu_run(device, name, sample, slice_time, precision, **options):
+    return sbmlgpu.dbn(load(name), ensemble=2000, sample=sample, slices=10,
+                       slice_time=slice_time, steps=20, seed=7, device=[device.index],
+                       progress=False, options={"precision": precision, **options})
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("precision", ["double", "float"])
+@pytest.mark.parametrize("warps", [1, 2, 0])
+@pytest.mark.parametrize("name,sample,slice_time", GPU_CASES)
+def test_gpu_heterogeneous_counts_equal_the_homogeneous(gpu_device, name, sample, slice_time,
+                                                        warps, precision):
+    hom = _gpu_run(gpu_device, name, sample, slice_time, precision)
+    het_result = _gpu_run(gpu_device, name, sample, slice_time, precision,
+                          kernel="heterogeneous", warps=warps)
+    meta = het_result.metadata
+    assert hom.metadata["kernel"] == "homogeneous" and meta["kernel"] == "heterogeneous"
+    if warps:
+        assert meta["compute_warps"] == warps
+    assert meta["counted_trajectories"] == hom.metadata["counted_trajectories"]
+    assert meta["rk4_steps"] == hom.metadata["rk4_steps"]
+    assert np.array_equal(het_result.edges, hom.edges)  # the same range pass
+    total = 0
+    differ = 0
+    for v in hom.variables:
+        a, b = np.asarray(hom.counts[v]), np.asarray(het_result.counts[v])
+        assert a.shape == b.shape
+        assert np.array_equal(a.sum(axis=(1, 2)), b.sum(axis=(1, 2)))  # members per slice
+        total += int(a.sum())
+        differ += int(np.abs(a.astype(np.int64) - b).sum())
+    if precision == "double":
+        assert differ == 0, f"{differ} of {total} counts differ"
+    else:
+        # float: nvcc may fuse a product shared by two groups differently (module
+        # docstring of heterogeneous.py); a last-bit difference moves a member across a
+        # bin edge only rarely
+        assert differ <= 1e-3 * total, f"{differ} of {total} counts differ"
+
+
+def test_the_gpu_engine_counts_with_the_heterogeneous_kernel():
+    """Launch shape and arguments on a fake device: the planned kernel replaces the
+    homogeneous count kernel, the weight -1 pass included; ranges stay homogeneous."""
+    from sbmlgpu.ode.engines import LaunchConfig
+    from sbmlgpu.plugins.dbn.engines import WEIGHT_REMOVE, GpuEngine
+
+    from .fakes import FakeDevice, FakeKernel, FakeModule
+
+    names = (het.ENTRY, "sbmlgpu_dbn_cpt_rk4", "sbmlgpu_dbn_range_rk4")
+    device = FakeDevice(compile=lambda dev, _: FakeModule(
+        names, lambda name: FakeKernel(name, log=dev.launches)))
+    model, structure, kernels = prepared("BIOMD0000000033", ("EGF",))
+    options = DbnOptions(kernel="heterogeneous", warps=2).validate()
+    kernel = het.plan(model, structure, kernels.counts, kernels.sink, options, device, 20)
+    engine = GpuEngine(kernels, device, kernel)
+    engine.compile()
+    assert kernel.source.text in device.compiled
+    config = LaunchConfig(rtol=0.0, atol=0.0, h0=0.5, max_step=0.5, dt=0.5, max_steps=500,
+                          seed=1, block_size=128)
+    table, times = np.ones((1, 1000)), np.arange(11.0)
+    ranges = np.tile([0.0, 1.0], (len(structure.variables), 1))
+    engine.start_counts(structure.count_elements)
+    engine.count_pass(table, times, config, ranges)
+    engine.count_pass(table[:, :3], times, config, ranges, weight=WEIGHT_REMOVE)
+    engine.range_pass(table, times, config)
+    (first, grid, block, shared), (back, grid_b, _, _), (ranges_name, _, block_r, shared_r) = \
+        device.launches[-3:]
+    assert first == back == het.ENTRY and ranges_name == "sbmlgpu_dbn_range_rk4"
+    assert (grid[0], block[0], shared) == kernel.launch_shape(1000)
+    assert grid_b[0] == kernel.launch_shape(3)[0] == 1
+    assert (block_r[0], shared_r) == (128, 0)
+    assert len(engine.finish_counts()) == structure.count_elements
