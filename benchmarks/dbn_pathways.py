@@ -101,6 +101,8 @@ def main() -> None:
     rows = []
     for case in cases:
         rows += measure(case, device, args)
+        # after each model: a long run cut short keeps what it measured
+        write_json(args.out, args.name, {"machine": describe(device), "rows": rows})
     print()
     print(table(rows, [("model", "model", "s"), ("kernel", "kernel", "s"),
                        ("N", "trajectories", "d"), ("task s", "task_s", ".2f"),
