@@ -13,6 +13,7 @@
   declarations placed before each member's sink is made, which `sink.make` may use).
   Context: `sink` (sbmlgpu.ode.sinks), method, np, block_size, varied.
 #}
+{% from "sbmlgpu.ode:entry_arguments.cuh" import kernel_arguments %}
 /* ---- entry points ---------------------------------------------------------------- */
 SBMLGPU_HD void ode_member(long long i, long long n, const real_t* __restrict__ table,
                            const real_t* __restrict__ times, int n_times, const ode_sink sink,
@@ -33,14 +34,7 @@ SBMLGPU_HD void ode_member(long long i, long long n, const real_t* __restrict__ 
 
 #ifdef __CUDACC__
 extern "C" __global__ void __launch_bounds__({{ block_size }})
-{{ sink.entry }}_{{ method }}(long long n, const real_t* __restrict__ table,
-                         const real_t* __restrict__ times, int n_times,
-                         {{ sink.params }}, signed char* __restrict__ status,
-                         int* __restrict__ steps, real_t rtol, real_t atol, real_t h0,
-                         real_t max_step, real_t dt, long long max_steps,
-                         unsigned long long seed,
-                         const unsigned long long* __restrict__ members,
-                         unsigned long long first_member)
+{{ sink.entry }}_{{ method }}({{ kernel_arguments(sink) }})
 {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;

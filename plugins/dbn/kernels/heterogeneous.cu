@@ -35,6 +35,7 @@
   sbmlgpu.ode.codegen.kernel_context's (with the CPT sink) and `het` (heterogeneous.py:
   trajectories, compute_warps, memory_warps, shared_bytes, slots, entry, groups).
 #}
+{% from "sbmlgpu.ode:entry_arguments.cuh" import kernel_arguments %}
 {% if method != "rk4" %}
 {{ fail("heterogeneous.cu: the DBN approximation integrates with fixed-step rk4, not " ~ method) }}
 {% endif %}
@@ -344,14 +345,7 @@ __device__ void dbn_compute_warp(int group, int lane, dbn_shared* S, long long f
    tolerances, seed and member numbers are unused (fixed steps, no events); records
    must be null (every CPT is dense). */
 extern "C" __global__ void __launch_bounds__(DBN_THREADS, {{ het.min_blocks }})
-{{ het.entry }}(long long n, const real_t* __restrict__ table,
-                         const real_t* __restrict__ times, int n_times,
-                         {{ sink.params }}, signed char* __restrict__ status,
-                         int* __restrict__ steps, real_t rtol, real_t atol, real_t h0,
-                         real_t max_step, real_t dt, long long max_steps,
-                         unsigned long long seed,
-                         const unsigned long long* __restrict__ members,
-                         unsigned long long first_member)
+{{ het.entry }}({{ kernel_arguments(sink) }})
 {
     (void)records; (void)rtol; (void)atol; (void)h0; (void)max_step; (void)seed;
     (void)members; (void)first_member;

@@ -1,0 +1,17 @@
+{#
+  entry_arguments.cuh -- the argument list of an ensemble kernel's CUDA entry point
+  (entry.cuh), as a macro: n, table, times, n_times, the sink's arguments
+  (`sink.params`), status, steps, the settings, members and first_member. A backend
+  kernel with its own body (the dbn backend's heterogeneous kernel) takes the same
+  list, so that one launch serves both.
+#}
+{% macro kernel_arguments(sink) -%}
+long long n, const real_t* __restrict__ table,
+                         const real_t* __restrict__ times, int n_times,
+                         {{ sink.params }}, signed char* __restrict__ status,
+                         int* __restrict__ steps, real_t rtol, real_t atol, real_t h0,
+                         real_t max_step, real_t dt, long long max_steps,
+                         unsigned long long seed,
+                         const unsigned long long* __restrict__ members,
+                         unsigned long long first_member
+{%- endmacro %}
