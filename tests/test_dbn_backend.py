@@ -19,6 +19,7 @@ from sbmlgpu.plugins.dbn.structure import DbnStructure
 from sbmlgpu.results.io import read
 from sbmlgpu.views.ode import ode_system
 
+from . import sbml_strings as sbml
 from .dbn_recount import dense, ode_backend_counts
 from .shared_data import ROOT
 
@@ -108,25 +109,10 @@ def test_another_seed_agrees_within_sampling_error(lv_result):
     assert np.all(np.abs(other.counted - lv_result.counted) <= 5 * sigma)
 
 
-BLOW_UP = """<?xml version="1.0" encoding="UTF-8"?>
-<sbml xmlns="http://www.sbml.org/sbml/level3/version1/core" level="3" version="1">
-  <model id="blow_up">
-    <listOfCompartments><compartment id="c" size="1" constant="true"/></listOfCompartments>
-    <listOfSpecies>
-      <species id="X" compartment="c" initialConcentration="1" hasOnlySubstanceUnits="false"
-               boundaryCondition="false" constant="false"/>
-    </listOfSpecies>
-    <listOfParameters><parameter id="k" value="1" constant="true"/></listOfParameters>
-    <listOfReactions>
-      <reaction id="growth" reversible="false" fast="false">
-        <listOfProducts><speciesReference species="X" stoichiometry="1" constant="true"/></listOfProducts>
-        <kineticLaw><math xmlns="http://www.w3.org/1998/Math/MathML">
-          <apply><times/><ci>k</ci><ci>X</ci><ci>X</ci></apply></math></kineticLaw>
-      </reaction>
-    </listOfReactions>
-  </model>
-</sbml>
-"""
+# dX/dt = k X^2, X(0) = 1: X = 1/(1 - k t), which blows up at t = 1/k
+BLOW_UP = sbml.model(sbml.species("X", 1, concentration=True), sbml.parameter("k", 1),
+                     sbml.reaction("growth", [], ["X"], sbml.math_apply(
+                         "times", "<ci>k</ci><ci>X</ci><ci>X</ci>")))
 
 
 def test_failed_trajectories_are_reported_and_never_counted(tmp_path):
@@ -164,10 +150,27 @@ def test_bad_input_is_an_option_error_naming_it(settings, option):
         assert "not a variable of the DBN" in str(info.value)
 
 
-DELAYED = BLOW_UP.replace("<ci>k</ci><ci>X</ci><ci>X</ci>",
-                          "<ci>k</ci><apply><csymbol encoding=\"text\" definitionURL="
-                          "\"http://www.sbml.org/sbml/symbols/delay\">delay</csymbol>"
-                          "<ci>X</ci><cn>0.1</cn></apply>")
+def test_runs_too_large_for_memory_are_refused_before_anything_is_sampled(monkeypatch):
+    from sbmlgpu.plugins.dbn import program
+
+    monkeypatch.setattr(program, "available_memory", lambda: 2**30)
+    with pytest.raises(OptionError, match="sampled trajectories.*GiB available on the host") \
+            as info:
+        sbmlgpu.dbn(LV, device="cpu", progress=False, ensemble=10**8, sample=LV_SAMPLES,
+                    slices=2, slice_time=0.5)
+    assert info.value.option == "ensemble"
+    with pytest.raises(OptionError, match="'x1' alone has 16581375 parent") as info:
+        sbmlgpu.dbn(LV, device="cpu", progress=False, ensemble=10, sample=LV_SAMPLES,
+                    slices=1000, slice_time=0.5, bins=255,
+                    options={"max_dense_rows": 10**9})
+    assert info.value.option == "bins"
+
+
+DELAYED = sbml.model(sbml.species("X", 1, concentration=True), sbml.parameter("k", 1),
+                     sbml.reaction("growth", [], ["X"], sbml.math_apply(
+                         "times", '<ci>k</ci><apply><csymbol encoding="text" definitionURL='
+                         '"http://www.sbml.org/sbml/symbols/delay">delay</csymbol>'
+                         '<ci>X</ci><cn>0.1</cn></apply>')))
 
 
 def test_delay_is_refused_by_name(tmp_path):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -52,6 +53,7 @@ COUNT_LIMIT = 2**32 - 1  # the device counts are unsigned 32-bit
 #: the share of free device memory one batch may take (the count buffer aside)
 BATCH_MEMORY_SHARE = 0.25
 HOST_RECORD_BYTES = 1 << 30  # bin records per batch on the host path
+START_TIME = 0.0  # the time of slice 0: SBML models start at 0
 
 
 class DbnProgram(Program):
@@ -82,14 +84,16 @@ class DbnProgram(Program):
         if n > COUNT_LIMIT:
             raise OptionError("ensemble", f"{n} trajectories: the CPT counts are 32-bit, at "
                                           f"most {COUNT_LIMIT}")
-        samples = sample(dict(task.sample), n, int(task.seed)) if task.sample else {}
-        parameter_nodes = tuple(sid for sid in samples if sid not in self.ode.state_ids)
+        varied = tuple(task.sample)
+        parameter_nodes = tuple(sid for sid in varied if sid not in self.ode.state_ids)
         structure = DbnStructure.of(self.ode, parameter_nodes, int(task.bins),
                                     int(task.slices), o.max_dense_rows)
         _check_ranges(task, structure)
-        varied = tuple(samples)
+        _check_memory(structure, n, len(varied), self.device)
+        samples = sample(dict(task.sample), n, int(task.seed)) if varied else {}
         table = (np.stack([np.asarray(samples[sid], dtype=np.float64) for sid in varied])
                  if varied else np.zeros((0, n)))
+        del samples
         model = KernelModel(self.ode, varied, structure.variables)
         with phase(profiler, "generate kernels"):
             kernels = dbn_kernels(model, structure, o.precision, o.block_size)
@@ -98,70 +102,30 @@ class DbnProgram(Program):
         self._sources.update(kernels.sources)
         if het is not None:
             self._sources[het.source.name] = het.source.text
-        _check_count_memory(structure, self.device)
         engine = GpuEngine(kernels, self.device, het) if self.device is not None \
             else HostEngine(kernels)
         with phase(profiler, "compile"):
             engine.compile()
-        times = float(task_start(self.network)) + float(task.slice_time) * np.arange(
-            task.slices + 1, dtype=np.float64)
+        times = START_TIME + float(task.slice_time) * np.arange(task.slices + 1,
+                                                                dtype=np.float64)
         dt = float(task.slice_time) / int(task.steps)
         config = LaunchConfig(rtol=0.0, atol=0.0, h0=dt, max_step=dt, dt=dt,
                               max_steps=2 * int(task.slices) * (int(task.steps) + 1) + 16,
                               seed=int(task.seed), block_size=o.block_size)
         batch = self._batch_size(n, len(varied), structure, kernels.sink.records)
-        batches = [slice(a, min(a + batch, n)) for a in range(0, n, batch)] or [slice(0, 0)]
-        progress_on = bool(getattr(task, "progress", True))
+        run = _Run(engine, table, times, config,
+                   [slice(a, min(a + batch, n)) for a in range(0, n, batch)] or [slice(0, 0)],
+                   bool(getattr(task, "progress", True)), profiler)
 
-        # 3. ranges
         given = {sid: tuple(map(float, r)) for sid, r in dict(task.ranges).items()}
-        range_ms = 0.0
-        range_seconds = 0.0
-        found = None
+        found, range_ms, range_seconds = None, 0.0, 0.0
         if any(v not in given for v in structure.variables):
-            t0 = time.perf_counter()
-            keys = None
-            first = np.empty(n, np.int8)
-            with Progress(n, enabled=progress_on, desc="ranges") as bar, \
-                    phase(profiler, "range pass"):
-                for part in batches:
-                    p = engine.range_pass(table[:, part], times, config, profiler)
-                    keys = p.keys.copy() if keys is None else _merge_keys(keys, p.keys)
-                    first[part] = p.status
-                    range_ms += p.kernel_ms
-                    bar.advance(part.stop - part.start)
-            if n and not np.any(first == int(Status.ok)):
-                raise self._all_failed(n, first, dt)
-            found = keys_to_values(keys)
-            range_seconds = time.perf_counter() - t0
+            found, range_ms, range_seconds = self._range_pass(run, len(structure.variables), dt)
         ranges, origin = _ranges(structure, given, found)
         edges = np.stack([np.linspace(lo, hi, structure.bins + 1) for lo, hi in ranges])
 
-        # 4. counts
         t0 = time.perf_counter()
-        status = np.empty(n, np.int8)
-        steps = np.empty(n, np.int64)
-        counter = SparseCounter(structure) if structure.sparse else None
-        count_ms = 0.0
-        removed = 0
-        engine.start_counts(structure.count_elements)
-        with Progress(n, enabled=progress_on, desc="trajectories") as bar, \
-                phase(profiler, "count pass"):
-            for part in batches:
-                p = engine.count_pass(table[:, part], times, config, ranges, profiler=profiler)
-                status[part], steps[part] = p.status, p.steps
-                count_ms += p.kernel_ms
-                ok = p.status == int(Status.ok)
-                if counter is not None:
-                    counter.add(p.records, ok)
-                failed = np.flatnonzero(~ok)
-                if len(failed) and structure.dense:
-                    back = engine.count_pass(table[:, part][:, failed], times, config, ranges,
-                                             weight=WEIGHT_REMOVE, profiler=profiler)
-                    count_ms += back.kernel_ms
-                    removed += len(failed)
-                bar.advance(part.stop - part.start)
-        buffer = engine.finish_counts()
+        status, steps, buffer, counter, count_ms = self._count_pass(run, structure, ranges)
         count_seconds = time.perf_counter() - t0
         ok = status == int(Status.ok)
         n_ok = int(ok.sum())
@@ -178,7 +142,6 @@ class DbnProgram(Program):
                            counted)
         with phase(profiler, "inference"):
             result.infer()
-        seconds = time.perf_counter() - started
         result.metadata = {
             "engine": engine.name, "precision": o.precision, "kernel": "homogeneous",
             **(het.metadata() if het is not None else {}),
@@ -194,10 +157,59 @@ class DbnProgram(Program):
             "rk4_steps": int(steps[ok].sum()), "all_rk4_steps": int(steps.sum()),
             "flops_per_step": kernels.counts.flops_per_step,
             "trajectories_per_second": n / max(range_seconds + count_seconds, 1e-12),
-            "run_seconds": seconds,
+            "run_seconds": time.perf_counter() - started,
         }
         self.last_run = dict(result.metadata)
         return result
+
+    def _range_pass(self, run: "_Run", n_variables: int, dt: float):
+        """(found (variables, 2) min and max, kernel ms, seconds): step 3."""
+        t0 = time.perf_counter()
+        n = run.table.shape[1]
+        keys = None
+        status = np.empty(n, np.int8)
+        kernel_ms = 0.0
+        with Progress(n, enabled=run.progress, desc="ranges") as bar, \
+                phase(run.profiler, "range pass"):
+            for part in run.batches:
+                p = run.engine.range_pass(run.table[:, part], run.times, run.config,
+                                          run.profiler)
+                keys = p.keys.copy() if keys is None else _merge_keys(keys, p.keys)
+                status[part] = p.status
+                kernel_ms += p.kernel_ms
+                bar.advance(part.stop - part.start)
+        if n and not np.any(status == int(Status.ok)):
+            raise self._all_failed(n, status, dt)
+        return keys_to_values(keys), kernel_ms, time.perf_counter() - t0
+
+    def _count_pass(self, run: "_Run", structure: DbnStructure, ranges: np.ndarray):
+        """(status, steps, the dense count buffer, the sparse counter or None, kernel
+        ms): step 4. A batch's failed members run again with weight -1."""
+        n = run.table.shape[1]
+        status = np.empty(n, np.int8)
+        steps = np.empty(n, np.int64)
+        counter = SparseCounter(structure) if structure.sparse else None
+        kernel_ms = 0.0
+        run.engine.start_counts(structure.count_elements)
+        with Progress(n, enabled=run.progress, desc="trajectories") as bar, \
+                phase(run.profiler, "count pass"):
+            for part in run.batches:
+                table = run.table[:, part]
+                p = run.engine.count_pass(table, run.times, run.config, ranges,
+                                          profiler=run.profiler)
+                status[part], steps[part] = p.status, p.steps
+                kernel_ms += p.kernel_ms
+                ok = p.status == int(Status.ok)
+                if counter is not None:
+                    counter.add(p.records, ok)
+                failed = np.flatnonzero(~ok)
+                if len(failed) and structure.dense:
+                    back = run.engine.count_pass(table[:, failed], run.times, run.config,
+                                                 ranges, weight=WEIGHT_REMOVE,
+                                                 profiler=run.profiler)
+                    kernel_ms += back.kernel_ms
+                bar.advance(part.stop - part.start)
+        return status, steps, run.engine.finish_counts(), counter, kernel_ms
 
     def _all_failed(self, n: int, status: np.ndarray, dt: float) -> SimulationError:
         return SimulationError(
@@ -219,9 +231,17 @@ class DbnProgram(Program):
         return int(max(1, min(n, budget // max(per_member, 1))))
 
 
-def task_start(network: Network) -> float:
-    """The time of slice 0: SBML models start at 0."""
-    return 0.0
+@dataclass(frozen=True)
+class _Run:
+    """What both passes of one run share."""
+
+    engine: Any
+    table: np.ndarray  # (varied, n) the sampled values
+    times: np.ndarray
+    config: LaunchConfig
+    batches: list[slice]
+    progress: bool
+    profiler: Any
 
 
 def _check_ranges(task: DbnApproximation, structure: DbnStructure) -> None:
@@ -233,18 +253,36 @@ def _check_ranges(task: DbnApproximation, structure: DbnStructure) -> None:
                                        f"a parameter becomes one when it is sampled)")
 
 
-def _check_count_memory(structure: DbnStructure, device) -> None:
-    """OptionError before anything runs when the dense CPTs cannot be held."""
-    need = 4 * structure.count_elements
-    have = int((device.free_memory() if device is not None else available_memory()) * 0.8)
-    if need > have:
-        largest = max(structure.dense, key=structure.rows)
-        raise OptionError("bins", f"the dense CPTs need {need / 2**30:.2f} GiB "
-                                  f"({largest!r} alone has {structure.rows(largest)} parent "
-                                  f"configurations per transition), more than the "
-                                  f"{have / 2**30:.2f} GiB available; use fewer bins or "
-                                  f"slices, or a smaller --max-dense-rows (larger tables "
-                                  f"are then counted sparsely on the host)")
+def _check_memory(structure: DbnStructure, n: int, n_varied: int, device) -> None:
+    """OptionError before anything is sampled or allocated when the run cannot fit:
+    the dense CPTs where the kernel counts them (device or host), and on the host the
+    sampled table, per-member status and steps, the counts' copies (uint32 from the
+    kernel, int64 per variable) and the marginals."""
+    dense = 4 * structure.count_elements
+    if device is not None:
+        have = int(device.free_memory() * 0.8)
+        if dense > have:
+            raise _too_large(structure, "bins", "the dense CPTs", dense, have, "on the GPU")
+    members = n * (16 * n_varied + 9)
+    host = (members + 12 * structure.count_elements
+            + 16 * (structure.slices + 1) * len(structure.variables) * structure.bins)
+    have = int(available_memory() * 0.8)
+    if host > have:  # named after the larger part: the trajectories or the tables
+        raise _too_large(structure, "ensemble" if 2 * members > host else "bins",
+                         f"{n} sampled trajectories and their counts", host, have,
+                         "on the host")
+
+
+def _too_large(structure: DbnStructure, option: str, what: str, need: int, have: int,
+               where: str) -> OptionError:
+    largest = max(structure.dense, key=structure.rows, default=None)
+    detail = (f" ({largest!r} alone has {structure.rows(largest)} parent configurations "
+              f"per transition)" if largest is not None else "")
+    return OptionError(option, f"{what} need {need / 2**30:.2f} GiB{detail}, more than the "
+                               f"{have / 2**30:.2f} GiB available {where}; use fewer "
+                               f"trajectories (--ensemble), bins or slices, or a smaller "
+                               f"--max-dense-rows (larger tables are then counted sparsely "
+                               f"on the host)")
 
 
 def _merge_keys(a: np.ndarray, b: np.ndarray) -> np.ndarray:
