@@ -59,11 +59,15 @@ def measure(case, device, args) -> list[dict]:
     peak = device.properties.peak_flops("float")
     rows = []
     for kernel in args.kernels:
-        options = {"kernel": kernel} if kernel != "homogeneous" else {}
+        options = kernel_options(kernel)
         run(path, device, 1024, 2, slice_time, steps, options)  # compile, warm up
         full, full_s = run(path, device, n, slices, slice_time, steps, options)
-        ranges = {v: (float(e[0]), float(e[-1])) for v, e in zip(full.variables, full.edges)}
-        counted, counted_s = run(path, device, n, slices, slice_time, steps, options, ranges)
+        counted, counted_s = full, None
+        if not args.default_ranges_only:
+            ranges = {v: (float(e[0]), float(e[-1]))
+                      for v, e in zip(full.variables, full.edges)}
+            counted, counted_s = run(path, device, n, slices, slice_time, steps, options,
+                                     ranges)
         m = counted.metadata
         flops = m["all_rk4_steps"] * m["flops_per_step"]
         kernel_s = m["count_kernel_ms"] / 1e3
@@ -74,23 +78,35 @@ def measure(case, device, args) -> list[dict]:
                "range_pass_s": full.metadata["range_pass_seconds"],
                "count_pass_s": full.metadata["count_pass_seconds"],
                "task_given_ranges_s": counted_s, "count_kernel_s": kernel_s,
-               "trajectories_per_s": n / counted_s, "steps_per_s": m["all_rk4_steps"] / kernel_s,
+               "trajectories_per_s": n / (counted_s or full_s), "steps_per_s": m["all_rk4_steps"] / kernel_s,
                "fp32_fraction": flops / kernel_s / peak, "flops_per_step": m["flops_per_step"],
                "sparse_variables": len(m["sparse_variables"]),
                "inference_tv_mean": err["mean"], "inference_tv_max": err["max"],
-               "paper_s": PAPER_S.get(name)}
+               "compute_warps": m.get("compute_warps"), "paper_s": PAPER_S.get(name)}
         rows.append(row)
-        print(f"{name} [{kernel}]: task {full_s:.2f} s (ranges given {counted_s:.2f} s, "
+        given = f"{counted_s:.2f} s" if counted_s is not None else "not run"
+        print(f"{name} [{kernel}]: task {full_s:.2f} s (ranges given {given}, "
               f"count kernel {kernel_s:.2f} s, {row['fp32_fraction']:.1%} of FP32 peak), "
               f"{m['failed_trajectories']} failed", flush=True)
     return rows
+
+
+def kernel_options(kernel: str) -> dict:
+    """`homogeneous`, `heterogeneous` (C by the cost model) or `heterogeneous:C`."""
+    name, _, warps = kernel.partition(":")
+    if name == "homogeneous":
+        return {}
+    return {"kernel": name, **({"warps": int(warps)} if warps else {})}
 
 
 def main() -> None:
     p = arguments(__doc__)
     p.add_argument("--models", nargs="+", default=None, help="names or BIOMD ids to run")
     p.add_argument("--kernels", nargs="+", default=["homogeneous"],
-                   help="homogeneous and/or heterogeneous")
+                   help="homogeneous, heterogeneous (C by its cost model) and/or "
+                        "heterogeneous:C (a sweep of C)")
+    p.add_argument("--default-ranges-only", action="store_true",
+                   help="skip the second run with the ranges given")
     p.add_argument("--name", default="dbn_pathways", help="JSON file name (without .json)")
     args = p.parse_args()
     device = gpu_device(args.cpu)
@@ -109,7 +125,8 @@ def main() -> None:
                        ("ranges given s", "task_given_ranges_s", ".2f"),
                        ("kernel s", "count_kernel_s", ".2f"),
                        ("traj/s", "trajectories_per_s", ".3g"),
-                       ("FP32 %", "fp32_fraction", ".1%"), ("paper s", "paper_s", "s")]))
+                       ("FP32 %", "fp32_fraction", ".1%"), ("C", "compute_warps", "s"),
+                       ("paper s", "paper_s", "s")]))
     write_json(args.out, args.name, {"machine": describe(device), "rows": rows})
 
 
