@@ -207,3 +207,17 @@ def test_pathway_kernels_compile_for_the_gpu(name):
         assert nvcc_compile(source.text, "sm_90", name=source.name).startswith(b"\x7fELF")
     # the generated counting names the SBML ids it counts
     assert f"/* {structure.variables[0]}: parents" in kernels.counts.text
+
+
+@pytest.mark.parametrize("k, width", [(5, 3), (5, 28), (2, 70), (255, 9)])
+def test_group_rows_equals_numpy_unique_over_rows(k, width):
+    from sbmlgpu.plugins.dbn.counting import group_rows
+
+    rng = np.random.default_rng(width)
+    rows = rng.integers(0, k, size=(3000, width)).astype(np.uint8)
+    rows[1000:2000] = rows[:1000]  # repeated rows
+    rows[2000:2010, :] = k - 1  # the largest digits in every word
+    expected, inverse = np.unique(rows, axis=0, return_inverse=True)
+    got, got_inverse = group_rows(rows, k)
+    np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(got_inverse, inverse.reshape(-1))

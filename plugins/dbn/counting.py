@@ -4,7 +4,7 @@ the counted marginals.
 
 Sparse counting (one batch of records at a time, merged at the end): for variable v
 and transition s, the parents' bins at s of every finite member are the rows of a
-matrix; numpy.unique over its rows gives the visited configurations, and v's bin
+matrix; grouping its rows (group_rows) gives the visited configurations, and v's bin
 at s+1 the column each member adds one to.
 """
 
@@ -24,6 +24,36 @@ def dense_counts(buffer: np.ndarray, structure: DbnStructure) -> dict[str, np.nd
         block = buffer[s.offsets[v]:s.offsets[v] + size]
         out[v] = block.astype(np.int64).reshape(s.slices, s.rows(v), k)
     return out
+
+
+def group_rows(rows: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(the distinct rows, sorted lexicographically; each row's group): numpy.unique(rows,
+    axis=0, return_inverse=True) for rows of digits 0..k-1, but fast. Each row becomes
+    base-k integer keys, the first digit most significant, as many digits per 64-bit
+    word as fit (a 28-parent configuration of 5 bins takes two words), so that the
+    order of the keys is the rows' lexicographic order; numpy.unique's axis=0 compares
+    rows as byte strings and took minutes on BIOMD0000000088's records."""
+    n, width = rows.shape
+    if n == 0:
+        return rows[:0], np.zeros(0, np.intp)
+    digits = max(1, int(np.floor(63 / np.log2(max(k, 2)))))
+    while digits > 1 and k ** digits >= 2**63:  # the float estimate may be one too many
+        digits -= 1
+    words = []
+    for start in range(0, width, digits):
+        key = np.zeros(n, np.uint64)
+        for j in range(start, min(start + digits, width)):
+            key = key * np.uint64(k) + rows[:, j].astype(np.uint64)
+        words.append(key)
+    if len(words) == 1:
+        keys, first, inverse = np.unique(words[0], return_index=True, return_inverse=True)
+        return rows[first], inverse.reshape(-1)
+    order = np.lexsort(words[::-1])  # lexsort's last key is the primary one
+    new = np.ones(n, bool)
+    new[1:] = np.any([np.diff(w[order]) != 0 for w in words], axis=0)
+    inverse = np.empty(n, np.intp)
+    inverse[order] = np.cumsum(new) - 1
+    return rows[order[new]], inverse
 
 
 class SparseCounter:
@@ -48,10 +78,10 @@ class SparseCounter:
                 valid = np.all(rows < k, axis=1) & (nxt < k)
                 if not valid.any():
                     continue
-                configs, inverse = np.unique(rows[valid], axis=0, return_inverse=True)
-                counts = np.zeros((len(configs), k), np.int64)
-                np.add.at(counts, (inverse.reshape(-1), nxt[valid].astype(np.intp)), 1)
-                self._parts[v][t].append((configs, counts))
+                configs, inverse = group_rows(rows[valid], k)
+                cells = inverse * k + nxt[valid].astype(np.intp)
+                counts = np.bincount(cells, minlength=len(configs) * k).reshape(-1, k)
+                self._parts[v][t].append((configs, counts.astype(np.int64)))
 
     def finish(self) -> dict[str, tuple[list[np.ndarray], list[np.ndarray]]]:
         """Variable -> (configs per transition, counts per transition): unique rows,
@@ -66,11 +96,14 @@ class SparseCounter:
                     configs_t.append(np.zeros((0, len(s.parents[v])), dtype))
                     counts_t.append(np.zeros((0, k), np.int64))
                     continue
-                configs = np.concatenate([c for c, _ in parts])
-                counts = np.concatenate([n for _, n in parts])
-                unique, inverse = np.unique(configs, axis=0, return_inverse=True)
-                merged = np.zeros((len(unique), k), np.int64)
-                np.add.at(merged, inverse.reshape(-1), counts)
+                if len(parts) == 1:  # one batch: already distinct and sorted
+                    unique, merged = parts[0]
+                else:
+                    configs = np.concatenate([c for c, _ in parts])
+                    counts = np.concatenate([n for _, n in parts])
+                    unique, inverse = group_rows(configs, k)
+                    merged = np.zeros((len(unique), k), np.int64)
+                    np.add.at(merged, inverse, counts)
                 configs_t.append(unique.astype(dtype))
                 counts_t.append(merged)
             out[v] = (configs_t, counts_t)
