@@ -157,7 +157,21 @@ def test_commands_exist_only_where_a_backend_computes_the_task(capsys, point, mo
     assert code == 0 and re.search(r"^    run\b", listed, re.M)
     assert re.search(r"^    steady-state\b", listed, re.M)  # the built-in cme backend
     assert re.search(r"^    dbn\b", listed, re.M)  # the built-in dbn backend
-    assert "estimate" not in listed
+    assert re.search(r"^    estimate\b", listed, re.M)  # the built-in interval backend
+
+    def reference_only():  # a time-course backend alone: the other commands vanish
+        from sbmlgpu.plugins import reference
+
+        pm = plugin_manager.new_manager(entry_points=False)
+        pm.register(reference, name="reference")
+        return pm
+
+    monkeypatch.setattr(plugin_manager, "manager", reference_only)
+    code = cli.main(["--help"])
+    listed = capsys.readouterr().out
+    assert code == 0 and re.search(r"^    run\b", listed, re.M)
+    for command in ("estimate", "steady-state", "dbn"):
+        assert not re.search(rf"^    {command}\b", listed, re.M), command
     assert cli.main(["estimate", "m.xml", "-o", "out"]) == 2  # no such command
     assert "invalid choice: 'estimate'" in capsys.readouterr().err
 
@@ -247,7 +261,8 @@ def test_a_backend_answering_with_the_wrong_kind_is_a_plugin_error(point, monkey
 def test_the_default_backend_is_the_only_one_that_can(point, monkeypatch):
     assert plugin_manager.backend_for(SteadyState).name == "cme"  # the task's default
     assert plugin_manager.backend_for(TimeCourse).name == "reference"
-    assert plugin_manager.backend_for(Estimation).name == "point"  # the only one
+    assert plugin_manager.backend_for(Estimation).name == "interval"  # the task's default
+    assert plugin_manager.backend_for(DbnApproximation).name == "dbn"
     second = PointBackend()
     second.name = "point2"
 
@@ -257,8 +272,9 @@ def test_the_default_backend_is_the_only_one_that_can(point, monkeypatch):
             return [second]
 
     plugin_manager.manager().register(Plugin(), name="second")
-    with pytest.raises(OptionError, match="several backends compute a estimation: point, "
-                                          "point2; name one with --backend"):
+    monkeypatch.setattr(Estimation, "default_backend", None)  # no default: must choose
+    with pytest.raises(OptionError, match="several backends compute a estimation: interval, "
+                                          "point, point2; name one with --backend"):
         plugin_manager.backend_for(Estimation)
 
 

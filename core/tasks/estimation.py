@@ -104,6 +104,7 @@ class Estimation(Task):
         "output stays inside its data interval at every measured time, as a paving of "
         "the search box into feasible, undetermined and rejected boxes.")
     result_class: ClassVar[type] = Paving
+    default_backend: ClassVar[str | None] = "interval"
 
     data: Any = setting(None, "bounded-error measurements: CSV with the header "
                               "time,id,lower,upper (id: an SBML id whose value is measured)",

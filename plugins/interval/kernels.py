@@ -1,0 +1,59 @@
+"""The interval kernel's source for one model and one set of interval inputs:
+the generated Taylor, initial-value and output functions in the template
+kernels/interval.cu (which includes validated.cuh)."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from sbmlgpu.codegen.names import mangle
+from sbmlgpu.codegen.taylor import TaylorError, interval_values, taylor_function
+from sbmlgpu.codegen.templates import render
+from sbmlgpu.ir import TIME
+
+from .model import IntervalModel, unsupported_expression
+
+PACKAGE = "sbmlgpu.plugins.interval"
+KERNEL = "iv_check"
+
+
+@dataclass(frozen=True)
+class IntervalSource:
+    name: str  # file name (model, order, a hash of the text)
+    text: str
+    kernel: str  # the GPU entry point
+    host_entry: str  # the host build's entry point
+    series_nodes: int  # coefficient arrays of the variational function (local memory)
+    n: int  # states (the record's width)
+
+
+def interval_source(model: IntervalModel, order: int) -> IntervalSource:
+    ode = model.ode
+    constants = model.constants
+    try:
+        x_function = taylor_function("iv_taylor_x", model.rhs, ode.x, constants, TIME,
+                                     ode.state_ids, where="rate")
+        xv_function = taylor_function("iv_taylor_xv", model.variational,
+                                      model.variational_states, constants, TIME,
+                                      model.variational_labels, where="variational rate")
+        states = {x: f"x[{i}]" for i, x in enumerate(ode.x)}
+        initial = interval_values("iv_initial", model.initial_values,
+                                  {**constants, TIME: "t"}, ode.state_ids, "initial value")
+        outputs = interval_values("iv_outputs", model.outputs,
+                                  {**constants, **states, TIME: "t"}, model.measured,
+                                  "measured value")
+    except TaylorError as e:
+        raise unsupported_expression(e, model) from None
+    ids = [f"c[{j}] = {pid}" + (" (interval)" if j in model.varied_index else "")
+           for j, pid in enumerate(ode.p_ids)]
+    ids += [f"x[{i}] = {sid}" for i, sid in enumerate(ode.state_ids)]
+    ids += [f"y[{k}] = {mid}" for k, mid in enumerate(model.measured)]
+    text = render(PACKAGE, "interval.cu", precision="double", model=ode.network.id or "model", n=model.n,
+                  nq=len(model.varied), nc=len(ode.p), ny=len(model.measured), order=order,
+                  varied=list(model.varied_index), ids=[i.replace("*/", "* /") for i in ids],
+                  functions="\n".join([x_function.text, xv_function.text, initial, outputs]))
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    stem = mangle(ode.network.id or "model")[2:]
+    return IntervalSource(f"interval_{stem}_order{order}_{digest}.cu", text, KERNEL,
+                          "iv_check_host", xv_function.series_nodes, model.n)

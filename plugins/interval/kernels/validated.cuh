@@ -1,0 +1,364 @@
+{#
+  validated.cuh -- guaranteed integration of x' = f(x, c, t) over a box of inputs by an
+  interval Taylor method with Lohner's QR form, and the SIVIA verdict of one box.
+
+  Needs, before it: interval.cuh, taylor.cuh, and the model's generated functions
+      iv_taylor_x(K, x, c, t0)      Taylor coefficients of x (IV_N series)
+      iv_taylor_xv(K, xv, c, t0)    of x and V = dx(t)/dz(t0) (IV_N + IV_N*IV_D series)
+      iv_initial(x, c, t, x0)       x(0) from the constants
+      iv_outputs(x, c, t, y)        the measured values
+  and the sizes IV_N (states), IV_NQ (interval constants), IV_D = IV_N + IV_NQ,
+  IV_NC (constants), IV_NY (measured ids), SBMLGPU_TAYLOR_ORDER (p).
+
+  One step from t to t1 (h = t1 - t, enclosed as the interval H):
+  1. a-priori enclosure A of x over [t, t1] (Picard-Lindelof): X + [0,H] f(A, [t,t1])
+     inside A proves that every solution from X stays in A (epsilon inflation,
+     IV_APRIORI_TRIES tries; none: the step fails and the caller halves h);
+  2. remainder  R = x_p(A) H^p  (the Lagrange form: x_p over A encloses x^(p)(xi)/p!);
+  3. Taylor polynomial at the centre: u = sum_{k<p} x_k(zhat) H^k;
+  4. its Jacobian over the box: S = sum_{k<p} V_k(X, Q) H^k (x rows; q rows 0 | I);
+  5. mean value theorem: x(t1) in u + R + S (z - zhat), z in (X, Q). Lohner's form keeps
+     z - zhat as B r (B a point basis, r an interval vector): with A = S B,
+     B1 = Q-factor of mid(A) (columns ordered by their length times r's width),
+     r1 = (B1^-1 A) r + B1^-1 (u + R - zhat1), zhat1 = mid(u + R);
+     B1^-1 is enclosed rigorously (C = B1^T, ||I - C B1|| = d < 1/2 gives
+     B1^-1 in C +- ||C|| d / (1 - d)); if not, B1 = I.
+  6. X1 = (zhat1 + B1 r1) intersected with the plain mean-value box u + R + S (X - xhat, Q - qhat).
+  Every operation on intervals rounds outward; the QR and the centres are plain
+  floating point because nothing depends on them being exact (they choose
+  coordinates; the enclosures above hold for any choice).
+#}
+#ifndef IV_APRIORI_TRIES
+#define IV_APRIORI_TRIES 4
+#endif
+#define IV_NV (IV_N * IV_D)
+#define IV_NXV (IV_N + IV_NV)
+
+/* verdicts of a box (VERDICT_* in plugins/interval/verdicts.py) */
+#define IV_REJECTED 0
+#define IV_FEASIBLE 1
+#define IV_UNDECIDED 2
+#define IV_FAILED 3  /* undecided: the integration could not go on (see steps) */
+
+typedef struct {
+    double t;
+    double zhat[IV_D];      /* centre: xhat, then qhat */
+    double B[IV_D * IV_D];  /* basis, row-major */
+    ival r[IV_D];           /* z in zhat + B r */
+    ival X[IV_N];           /* box of x at t */
+} iv_state;
+
+/* the scratch a step needs (local memory on the GPU) */
+typedef struct {
+    ival coef[(SBMLGPU_TAYLOR_ORDER + 1) * IV_N];
+    ival xv[(SBMLGPU_TAYLOR_ORDER + 1) * IV_NXV];
+    ival A[IV_D * IV_D];
+    ival Binv[IV_D * IV_D];
+    double B1[IV_D * IV_D];
+} iv_scratch;
+
+SBMLGPU_HD double iv_mag(ival a) { return fmax(fabs(a.lo), fabs(a.hi)); }
+
+/* sum_k c_k H^k, k < K (Horner) */
+SBMLGPU_HD ival iv_horner(const ival *coef, int stride, int K, ival H)
+{
+    ival sum = coef[(K - 1) * stride];
+    for (int k = K - 2; k >= 0; --k)
+        sum = iv_add(iv_mul(sum, H), coef[k * stride]);
+    return sum;
+}
+
+/* step 1: an enclosure A of x over [t, t1]; 0 if none was proved */
+SBMLGPU_HD int iv_apriori(const ival *X, const ival *c, ival T, ival H0, ival *A,
+                          iv_scratch *w)
+{
+    ival *coef = w->coef;
+    for (int i = 0; i < IV_N; ++i)
+        coef[i] = X[i];
+    iv_taylor_x(1, coef, c, T);
+    ival guess[IV_N];
+    for (int i = 0; i < IV_N; ++i)
+        guess[i] = iv_add(X[i], iv_mul(H0, coef[IV_N + i]));
+    for (int attempt = 0; attempt < IV_APRIORI_TRIES; ++attempt) {
+        for (int i = 0; i < IV_N; ++i) {  /* inflate: the fixed point needs some room */
+            double grow = sbmlgpu_add_ru(0.5 * iv_width(guess[i]),
+                                         1e-14 * (1.0 + iv_mag(guess[i])));
+            A[i] = iv_make(sbmlgpu_sub_rd(guess[i].lo, grow), sbmlgpu_add_ru(guess[i].hi, grow));
+            coef[i] = A[i];
+        }
+        iv_taylor_x(1, coef, c, T);
+        int inside = 1;
+        for (int i = 0; i < IV_N; ++i) {
+            guess[i] = iv_add(X[i], iv_mul(H0, coef[IV_N + i]));
+            inside = inside && iv_is_finite(guess[i]) && iv_subset(guess[i], A[i]);
+        }
+        if (inside) {
+            for (int i = 0; i < IV_N; ++i)
+                A[i] = guess[i];  /* the image is an enclosure too, and tighter */
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* step 5's basis: B1 = Q of mid(A) by modified Gram-Schmidt on the columns, longest
+   (|column| * width(r)) first; Binv encloses B1^-1. 0: fall back to the identity. */
+SBMLGPU_HD int iv_new_basis(const ival *A, const ival *r, double *B1, ival *Binv)
+{
+    int order[IV_D];
+    double length[IV_D];
+    for (int j = 0; j < IV_D; ++j) {
+        double norm = 0.0;
+        for (int i = 0; i < IV_D; ++i) {
+            double m = iv_mid(A[i * IV_D + j]);
+            norm += m * m;
+        }
+        length[j] = sqrt(norm) * iv_width(r[j]);
+        order[j] = j;
+    }
+    for (int a = 1; a < IV_D; ++a)  /* insertion sort, longest first */
+        for (int b = a; b > 0 && length[order[b]] > length[order[b - 1]]; --b) {
+            int swap = order[b]; order[b] = order[b - 1]; order[b - 1] = swap;
+        }
+    for (int col = 0; col < IV_D; ++col) {
+        double v[IV_D];
+        for (int i = 0; i < IV_D; ++i)
+            v[i] = iv_mid(A[i * IV_D + order[col]]);
+        for (int pass = 0; pass < 2; ++pass)  /* twice: Gram-Schmidt loses orthogonality */
+            for (int prev = 0; prev < col; ++prev) {
+                double dot = 0.0;
+                for (int i = 0; i < IV_D; ++i)
+                    dot += v[i] * B1[i * IV_D + prev];
+                for (int i = 0; i < IV_D; ++i)
+                    v[i] -= dot * B1[i * IV_D + prev];
+            }
+        double norm = 0.0;
+        for (int i = 0; i < IV_D; ++i)
+            norm += v[i] * v[i];
+        norm = sqrt(norm);
+        if (!(norm > 1e-300))
+            return 0;
+        for (int i = 0; i < IV_D; ++i)
+            B1[i * IV_D + col] = v[i] / norm;
+    }
+    /* R = I - B1^T B1 in interval arithmetic; d = ||R||_inf rounded up */
+    double d = 0.0, normC = 0.0;
+    for (int i = 0; i < IV_D; ++i) {
+        double row = 0.0, rowC = 0.0;
+        for (int j = 0; j < IV_D; ++j) {
+            ival sum = iv_point(i == j ? 1.0 : 0.0);
+            for (int k = 0; k < IV_D; ++k)
+                sum = iv_sub(sum, iv_mul(iv_point(B1[k * IV_D + i]), iv_point(B1[k * IV_D + j])));
+            row = sbmlgpu_add_ru(row, iv_mag(sum));
+            rowC = sbmlgpu_add_ru(rowC, fabs(B1[j * IV_D + i]));
+        }
+        d = fmax(d, row);
+        normC = fmax(normC, rowC);
+    }
+    if (!(d < 0.5))
+        return 0;
+    double e = sbmlgpu_div_ru(sbmlgpu_mul_ru(normC, d), sbmlgpu_sub_rd(1.0, d));
+    for (int i = 0; i < IV_D; ++i)
+        for (int j = 0; j < IV_D; ++j) {
+            double cij = B1[j * IV_D + i];  /* C = B1^T */
+            Binv[i * IV_D + j] = iv_make(sbmlgpu_sub_rd(cij, e), sbmlgpu_add_ru(cij, e));
+        }
+    return 1;
+}
+
+/* one step of s from s->t to t1 (> s->t); c_box: the constants with the interval
+   inputs, c_mid: with their centres. 0: no a-priori enclosure (try a shorter step);
+   -1: the enclosure is lost (not finite, or the two forms disagree). */
+SBMLGPU_HD int iv_step(iv_state *s, double t1, const ival *c_box, const ival *c_mid,
+                       iv_scratch *w)
+{
+    const int p = SBMLGPU_TAYLOR_ORDER;
+    ival H = iv_sub(iv_point(t1), iv_point(s->t));
+    ival T = iv_make(s->t, t1);
+    ival apriori[IV_N];
+    if (!iv_apriori(s->X, c_box, T, iv_make(0.0, H.hi), apriori, w))
+        return 0;
+
+    /* 2. remainder over the a-priori box */
+    ival *coef = w->coef;
+    for (int i = 0; i < IV_N; ++i)
+        coef[i] = apriori[i];
+    iv_taylor_x(p, coef, c_box, T);
+    ival Hp = iv_powi(H, p);
+    ival v[IV_D];
+    /* 3. the polynomial at the centre; v = u + R */
+    ival remainder[IV_N];
+    for (int i = 0; i < IV_N; ++i)
+        remainder[i] = iv_mul(coef[p * IV_N + i], Hp);
+    for (int i = 0; i < IV_N; ++i)
+        coef[i] = iv_point(s->zhat[i]);
+    iv_taylor_x(p - 1, coef, c_mid, iv_point(s->t));
+    for (int i = 0; i < IV_N; ++i)
+        v[i] = iv_add(iv_horner(coef + i, IV_N, p, H), remainder[i]);
+    for (int i = IV_N; i < IV_D; ++i)
+        v[i] = iv_point(s->zhat[i]);
+
+    /* 4. the Jacobian of the polynomial over the box (x rows) */
+    ival *xv = w->xv;
+    for (int i = 0; i < IV_N; ++i) {
+        xv[i] = s->X[i];
+        for (int j = 0; j < IV_D; ++j)
+            xv[IV_N + i * IV_D + j] = iv_point(i == j ? 1.0 : 0.0);
+    }
+    iv_taylor_xv(p - 1, xv, c_box, iv_point(s->t));
+
+    /* 5. A = S B; the plain mean-value box Xmv = v + S (z - zhat) */
+    ival dz[IV_D];
+    for (int i = 0; i < IV_N; ++i)
+        dz[i] = iv_sub(s->X[i], iv_point(s->zhat[i]));
+    for (int j = IV_N; j < IV_D; ++j)
+        dz[j] = iv_sub(c_box[iv_varied(j - IV_N)], iv_point(s->zhat[j]));
+    ival mean_value[IV_N];
+    for (int i = 0; i < IV_N; ++i) {
+        ival row[IV_D];
+        for (int j = 0; j < IV_D; ++j)
+            row[j] = iv_horner(xv + IV_N + i * IV_D + j, IV_NXV, p, H);
+        ival sum = v[i];
+        for (int j = 0; j < IV_D; ++j)
+            sum = iv_add(sum, iv_mul(row[j], dz[j]));
+        mean_value[i] = sum;
+        for (int k = 0; k < IV_D; ++k) {
+            ival a = iv_point(0.0);
+            for (int j = 0; j < IV_D; ++j)
+                a = iv_add(a, iv_mul(row[j], iv_point(s->B[j * IV_D + k])));
+            w->A[i * IV_D + k] = a;
+        }
+    }
+    for (int i = IV_N; i < IV_D; ++i)  /* q rows of S are 0 | I: A's are B's */
+        for (int k = 0; k < IV_D; ++k)
+            w->A[i * IV_D + k] = iv_point(s->B[i * IV_D + k]);
+
+    double zhat1[IV_D];
+    for (int i = 0; i < IV_D; ++i)
+        zhat1[i] = i < IV_N ? iv_mid(v[i]) : s->zhat[i];
+    double *B1 = w->B1;
+    ival *Binv = w->Binv;
+    if (!iv_new_basis(w->A, s->r, B1, Binv)) {
+        for (int i = 0; i < IV_D * IV_D; ++i) {
+            B1[i] = (i % (IV_D + 1)) == 0 ? 1.0 : 0.0;
+            Binv[i] = iv_point(B1[i]);
+        }
+    }
+    /* r1 = (Binv A) r + Binv (v - zhat1) */
+    ival r1[IV_D];
+    for (int i = 0; i < IV_D; ++i) {
+        ival sum = iv_point(0.0);
+        for (int j = 0; j < IV_D; ++j) {
+            ival pij = iv_point(0.0);
+            for (int k = 0; k < IV_D; ++k)
+                pij = iv_add(pij, iv_mul(Binv[i * IV_D + k], w->A[k * IV_D + j]));
+            sum = iv_add(sum, iv_mul(pij, s->r[j]));
+            if (j < IV_N)
+                sum = iv_add(sum, iv_mul(Binv[i * IV_D + j], iv_sub(v[j], iv_point(zhat1[j]))));
+        }
+        r1[i] = sum;
+    }
+    /* 6. the new box, and the state */
+    for (int i = 0; i < IV_N; ++i) {
+        ival sum = iv_point(zhat1[i]);
+        for (int k = 0; k < IV_D; ++k)
+            sum = iv_add(sum, iv_mul(iv_point(B1[i * IV_D + k]), r1[k]));
+        ival box = iv_intersect(sum, mean_value[i]);
+        if (!(box.lo <= box.hi) || !iv_is_finite(box))
+            return -1;
+        s->X[i] = box;
+    }
+    for (int i = 0; i < IV_D; ++i) {
+        s->zhat[i] = zhat1[i];
+        s->r[i] = r1[i];
+    }
+    for (int i = 0; i < IV_D * IV_D; ++i)
+        s->B[i] = B1[i];
+    s->t = t1;
+    return 1;
+}
+
+/* the verdict of one box of the interval inputs (q_lo, q_hi: IV_NQ each) against the
+   data: times[m] ascending, measurements first[m] .. first[m+1]-1 at times[m].
+   record (or NULL): the box of x at every time, record[m*IV_N + i]; the data are then
+   not read (the enclosure is carried to the last time; entire after a failure). */
+SBMLGPU_HD int iv_check_box(const double *q_lo, const double *q_hi, const double *point,
+                            int n_times, const double *times, const int *first,
+                            const int *output, const double *lower, const double *upper,
+                            double max_step, int max_halvings, long long max_steps,
+                            long long *steps_done, ival *record, iv_scratch *w)
+{
+    ival c_box[IV_NC > 0 ? IV_NC : 1], c_mid[IV_NC > 0 ? IV_NC : 1];
+    for (int j = 0; j < IV_NC; ++j)
+        c_box[j] = c_mid[j] = iv_point(point[j]);
+    iv_state s;
+    for (int j = 0; j < IV_NQ; ++j) {
+        c_box[iv_varied(j)] = iv_make(q_lo[j], q_hi[j]);
+        c_mid[iv_varied(j)] = iv_point(iv_mid(c_box[iv_varied(j)]));
+    }
+    iv_initial(s.X, c_box, iv_point(0.0), s.X);
+    s.t = 0.0;
+    for (int i = 0; i < IV_D; ++i) {
+        ival box = i < IV_N ? s.X[i] : c_box[iv_varied(i - IV_N)];
+        if (!iv_is_finite(box))
+            return IV_FAILED;
+        s.zhat[i] = i < IV_N ? iv_mid(box) : c_mid[iv_varied(i - IV_N)].lo;
+        s.r[i] = iv_sub(box, iv_point(s.zhat[i]));
+        for (int j = 0; j < IV_D; ++j)
+            s.B[i * IV_D + j] = i == j ? 1.0 : 0.0;
+    }
+    long long steps = 0;
+    int inside = 1;
+    double h_next = max_step > 0.0 ? max_step : INFINITY;
+    int verdict = IV_FEASIBLE;
+    for (int m = 0; m < n_times && verdict != IV_REJECTED && verdict != IV_FAILED; ++m) {
+        int halvings = 0;
+        while (s.t < times[m]) {
+            double h = fmin(h_next, times[m] - s.t);
+            double t1 = h >= times[m] - s.t ? times[m] : s.t + h;
+            int ok = t1 > s.t ? iv_step(&s, t1, c_box, c_mid, w) : -1;
+            if (ok == 1) {
+                ++steps;
+                halvings = 0;
+                h_next = fmin(2.0 * h, max_step > 0.0 ? max_step : INFINITY);
+            } else if (ok == 0 && halvings < max_halvings) {
+                ++halvings;
+                h_next = 0.5 * h;
+            } else {
+                verdict = IV_FAILED;
+                break;
+            }
+            if (steps >= max_steps) {
+                verdict = IV_FAILED;
+                break;
+            }
+        }
+        if (verdict == IV_FAILED)
+            break;
+        if (record) {
+            for (int i = 0; i < IV_N; ++i)
+                record[m * IV_N + i] = s.X[i];
+            continue;
+        }
+        ival y[IV_NY > 0 ? IV_NY : 1];
+        iv_outputs(s.X, c_box, iv_point(times[m]), y);
+        for (int k = first[m]; k < first[m + 1]; ++k) {
+            ival data = iv_make(lower[k], upper[k]);
+            ival value = y[output[k]];
+            if (iv_disjoint(value, data)) {
+                verdict = IV_REJECTED;  /* no point of the box fits this measurement */
+                break;
+            }
+            inside = inside && iv_subset(value, data);
+        }
+    }
+    *steps_done = steps;
+    if (record && verdict == IV_FAILED)
+        for (int m = 0; m < n_times; ++m)
+            if (times[m] > s.t)  /* not reached */
+                for (int i = 0; i < IV_N; ++i)
+                    record[m * IV_N + i] = iv_entire();
+    if (verdict == IV_FEASIBLE && !inside)
+        verdict = IV_UNDECIDED;
+    return verdict;
+}

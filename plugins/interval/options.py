@@ -1,0 +1,30 @@
+"""Options of the `interval` backend (the task's own fields — data, unknowns, epsilon,
+initial intervals — are Estimation's: sbmlgpu.tasks)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sbmlgpu.backend import BackendOptions, option
+
+
+@dataclass
+class IntervalOptions(BackendOptions):
+    order: int = option(6, "order p of the Taylor series (the remainder is the p-th term "
+                           "over the a-priori enclosure)", minimum=2, maximum=20)
+    max_step: float = option(0.0, "longest integration step (0: as long as the data's "
+                                  "times and the a-priori enclosure allow)", minimum=0.0)
+    max_halvings: int = option(20, "halvings of a step whose a-priori enclosure fails "
+                                   "before the box is left undecided", minimum=0,
+                               maximum=60)
+    max_steps: int = option(1_000_000, "integration steps per box before it is left "
+                                       "undecided", minimum=1)
+    batch: int = option(0, "boxes per kernel launch (0: 65,536 on a GPU, 256 per core "
+                           "on the host)", minimum=0)
+    max_boxes: int = option(50_000_000, "boxes evaluated before the search stops; what "
+                                        "is still queued is kept as undetermined and the "
+                                        "paving is marked incomplete", minimum=1)
+    time_limit: float = option(0.0, "seconds before the search stops, as --max-boxes "
+                                    "(0: none)", minimum=0.0)
+    block_size: int = option(64, "threads per block of the GPU kernel", minimum=32,
+                             maximum=1024)
