@@ -43,13 +43,16 @@ SBMLGPU_HD int iv_varied(int j)
 
 SBMLGPU_HD void iv_check_one(long long b, IV_CHECK_ARGUMENTS)
 {
+    iv_problem P;
+    P.n_times = n_times; P.times = times; P.first = first; P.output = output;
+    P.lower = lower; P.upper = upper; P.max_step = max_step;
+    P.max_halvings = max_halvings; P.max_steps = max_steps;
+    iv_box box;
     iv_scratch w;
-    long long done = 0;
-    verdict[b] = (signed char)iv_check_box(q_lo + b * IV_NQ, q_hi + b * IV_NQ, point,
-                                           n_times, times, first, output, lower, upper,
-                                           max_step, max_halvings, max_steps, &done,
-                                           record ? record + b * n_times * IV_N : 0, &w);
-    steps[b] = done;
+    verdict[b] = (signed char)iv_check_box(&box, q_lo + b * IV_NQ, q_hi + b * IV_NQ, point,
+                                           &P, record ? record + b * n_times * IV_N : 0,
+                                           &w);
+    steps[b] = box.steps;
 }
 
 #ifdef __CUDACC__

@@ -278,87 +278,142 @@ SBMLGPU_HD int iv_step(iv_state *s, double t1, const ival *c_box, const ival *c_
     return 1;
 }
 
-/* the verdict of one box of the interval inputs (q_lo, q_hi: IV_NQ each) against the
-   data: times[m] ascending, measurements first[m] .. first[m+1]-1 at times[m].
-   record (or NULL): the box of x at every time, record[m*IV_N + i]; the data are then
-   not read (the enclosure is carried to the last time; entire after a failure). */
-SBMLGPU_HD int iv_check_box(const double *q_lo, const double *q_hi, const double *point,
-                            int n_times, const double *times, const int *first,
-                            const int *output, const double *lower, const double *upper,
-                            double max_step, int max_halvings, long long max_steps,
-                            long long *steps_done, ival *record, iv_scratch *w)
-{
-    ival c_box[IV_NC > 0 ? IV_NC : 1], c_mid[IV_NC > 0 ? IV_NC : 1];
-    for (int j = 0; j < IV_NC; ++j)
-        c_box[j] = c_mid[j] = iv_point(point[j]);
+/* The data and limits every box is checked against: times[m] ascending, measurements
+   first[m] .. first[m+1]-1 at times[m] (output[k]: index of the measured value,
+   [lower[k], upper[k]] its interval). */
+typedef struct {
+    int n_times;
+    const double *times;
+    const int *first, *output;
+    const double *lower, *upper;
+    double max_step;      /* 0: no limit */
+    int max_halvings;     /* of a step whose a-priori enclosure fails */
+    long long max_steps;  /* per box */
+} iv_problem;
+
+#define IV_RUNNING (-1)
+
+/* One box in progress: resumable, so a persistent kernel can pause it between steps. */
+typedef struct {
     iv_state s;
+    ival c_box[IV_NC > 0 ? IV_NC : 1];  /* the constants with the box's intervals */
+    ival c_mid[IV_NC > 0 ? IV_NC : 1];  /* ... with their centres */
+    int m;           /* the next data time */
+    int inside;      /* every output so far inside its data interval */
+    int halvings;    /* of the current step */
+    double h_next;
+    long long steps;
+} iv_box;
+
+/* Start a box (q_lo, q_hi: IV_NQ each; point: IV_NC constants). IV_RUNNING, or
+   IV_FAILED when the initial values are not finite. */
+SBMLGPU_HD int iv_box_start(iv_box *b, const double *q_lo, const double *q_hi,
+                            const double *point, const iv_problem *P)
+{
+    for (int j = 0; j < IV_NC; ++j)
+        b->c_box[j] = b->c_mid[j] = iv_point(point[j]);
     for (int j = 0; j < IV_NQ; ++j) {
-        c_box[iv_varied(j)] = iv_make(q_lo[j], q_hi[j]);
-        c_mid[iv_varied(j)] = iv_point(iv_mid(c_box[iv_varied(j)]));
+        b->c_box[iv_varied(j)] = iv_make(q_lo[j], q_hi[j]);
+        b->c_mid[iv_varied(j)] = iv_point(iv_mid(b->c_box[iv_varied(j)]));
     }
-    iv_initial(s.X, c_box, iv_point(0.0), s.X);
-    s.t = 0.0;
+    iv_state *s = &b->s;
+    iv_initial(s->X, b->c_box, iv_point(0.0), s->X);
+    s->t = 0.0;
+    b->m = 0;
+    b->inside = 1;
+    b->halvings = 0;
+    b->h_next = P->max_step > 0.0 ? P->max_step : INFINITY;
+    b->steps = 0;
     for (int i = 0; i < IV_D; ++i) {
-        ival box = i < IV_N ? s.X[i] : c_box[iv_varied(i - IV_N)];
+        ival box = i < IV_N ? s->X[i] : b->c_box[iv_varied(i - IV_N)];
         if (!iv_is_finite(box))
             return IV_FAILED;
-        s.zhat[i] = i < IV_N ? iv_mid(box) : c_mid[iv_varied(i - IV_N)].lo;
-        s.r[i] = iv_sub(box, iv_point(s.zhat[i]));
+        s->zhat[i] = iv_mid(box);
+        s->r[i] = iv_sub(box, iv_point(s->zhat[i]));
         for (int j = 0; j < IV_D; ++j)
-            s.B[i * IV_D + j] = i == j ? 1.0 : 0.0;
+            s->B[i * IV_D + j] = i == j ? 1.0 : 0.0;
     }
-    long long steps = 0;
-    int inside = 1;
-    double h_next = max_step > 0.0 ? max_step : INFINITY;
-    int verdict = IV_FEASIBLE;
-    for (int m = 0; m < n_times && verdict != IV_REJECTED && verdict != IV_FAILED; ++m) {
-        int halvings = 0;
-        while (s.t < times[m]) {
-            double h = fmin(h_next, times[m] - s.t);
-            double t1 = h >= times[m] - s.t ? times[m] : s.t + h;
-            int ok = t1 > s.t ? iv_step(&s, t1, c_box, c_mid, w) : -1;
+    return IV_RUNNING;
+}
+
+/* Compare the enclosure at data time m with its measurements: IV_REJECTED when one
+   misses its interval, else IV_RUNNING (b->inside cleared when one is not inside). */
+SBMLGPU_HD int iv_box_compare(iv_box *b, const iv_problem *P, int m)
+{
+    ival y[IV_NY > 0 ? IV_NY : 1];
+    iv_outputs(b->s.X, b->c_box, iv_point(P->times[m]), y);
+    for (int k = P->first[m]; k < P->first[m + 1]; ++k) {
+        ival data = iv_make(P->lower[k], P->upper[k]);
+        ival value = y[P->output[k]];
+        if (iv_disjoint(value, data))
+            return IV_REJECTED;  /* no point of the box fits this measurement */
+        b->inside = b->inside && iv_subset(value, data);
+    }
+    return IV_RUNNING;
+}
+
+/* Go on with a box for at most `budget` attempted steps (a step that fails and is
+   halved counts). Returns IV_RUNNING (budget used up), or the box's verdict.
+   record (or NULL): the box of x at every data time, record[m*IV_N + i], and the
+   data are not compared (the enclosure is carried to the last time; entire where
+   it was not reached). */
+SBMLGPU_HD int iv_box_advance(iv_box *b, const iv_problem *P, long long budget,
+                              ival *record, iv_scratch *w)
+{
+    iv_state *s = &b->s;
+    double limit = P->max_step > 0.0 ? P->max_step : INFINITY;
+    int verdict = IV_RUNNING;
+    while (verdict == IV_RUNNING && b->m < P->n_times) {
+        double target = P->times[b->m];
+        if (s->t < target) {
+            if (budget-- <= 0)
+                return IV_RUNNING;
+            double h = fmin(b->h_next, target - s->t);
+            double t1 = h >= target - s->t ? target : s->t + h;
+            int ok = t1 > s->t ? iv_step(s, t1, b->c_box, b->c_mid, w) : -1;
             if (ok == 1) {
-                ++steps;
-                halvings = 0;
-                h_next = fmin(2.0 * h, max_step > 0.0 ? max_step : INFINITY);
-            } else if (ok == 0 && halvings < max_halvings) {
-                ++halvings;
-                h_next = 0.5 * h;
+                ++b->steps;
+                b->halvings = 0;
+                b->h_next = fmin(2.0 * h, limit);
+            } else if (ok == 0 && b->halvings < P->max_halvings) {
+                ++b->halvings;
+                b->h_next = 0.5 * h;
             } else {
                 verdict = IV_FAILED;
-                break;
             }
-            if (steps >= max_steps) {
+            if (verdict == IV_RUNNING && b->steps >= P->max_steps)
                 verdict = IV_FAILED;
-                break;
-            }
-        }
-        if (verdict == IV_FAILED)
-            break;
-        if (record) {
-            for (int i = 0; i < IV_N; ++i)
-                record[m * IV_N + i] = s.X[i];
             continue;
         }
-        ival y[IV_NY > 0 ? IV_NY : 1];
-        iv_outputs(s.X, c_box, iv_point(times[m]), y);
-        for (int k = first[m]; k < first[m + 1]; ++k) {
-            ival data = iv_make(lower[k], upper[k]);
-            ival value = y[output[k]];
-            if (iv_disjoint(value, data)) {
-                verdict = IV_REJECTED;  /* no point of the box fits this measurement */
-                break;
-            }
-            inside = inside && iv_subset(value, data);
+        if (record) {
+            for (int i = 0; i < IV_N; ++i)
+                record[b->m * IV_N + i] = s->X[i];
+        } else {
+            verdict = iv_box_compare(b, P, b->m);
         }
+        ++b->m;
     }
-    *steps_done = steps;
     if (record && verdict == IV_FAILED)
-        for (int m = 0; m < n_times; ++m)
-            if (times[m] > s.t)  /* not reached */
-                for (int i = 0; i < IV_N; ++i)
-                    record[m * IV_N + i] = iv_entire();
-    if (verdict == IV_FEASIBLE && !inside)
-        verdict = IV_UNDECIDED;
+        for (int m = b->m; m < P->n_times; ++m)  /* not reached */
+            for (int i = 0; i < IV_N; ++i)
+                record[m * IV_N + i] = iv_entire();
+    if (verdict == IV_RUNNING)  /* every time passed */
+        verdict = b->inside ? IV_FEASIBLE : IV_UNDECIDED;
+    return verdict;
+}
+
+/* The verdict of one box, start to end. */
+SBMLGPU_HD int iv_check_box(iv_box *b, const double *q_lo, const double *q_hi,
+                            const double *point, const iv_problem *P, ival *record,
+                            iv_scratch *w)
+{
+    int verdict = iv_box_start(b, q_lo, q_hi, point, P);
+    if (verdict == IV_RUNNING)
+        verdict = iv_box_advance(b, P, P->max_steps * (long long)(P->max_halvings + 1) + 1,
+                                 record, w);
+    else if (record)
+        for (int m = 0; m < P->n_times; ++m)
+            for (int i = 0; i < IV_N; ++i)
+                record[m * IV_N + i] = iv_entire();
     return verdict;
 }
