@@ -81,6 +81,7 @@ SBMLGPU_HD int sbmlgpu_err_mul(double a, double b)
     double r = a * b;
     if (!isfinite(r)) return (isfinite(a) && isfinite(b)) ? sbmlgpu_overflow_err(r) : 0;
     if (a == 0.0 || b == 0.0) return 0;
+    if (r == 0.0) return sbmlgpu_sign(a) * sbmlgpu_sign(b);  /* underflow to +-0 */
     /* fma rounds a*b - r once, so a nonzero e has the right sign even when tiny; a
        zero e proves exactness only where a nonzero remainder cannot underflow to 0 */
     double e = fma(a, b, -r);
@@ -250,15 +251,27 @@ SBMLGPU_HD ival iv_scale(ival x, double c)
     return iv_make(sbmlgpu_bound_mul_rd(c, x.hi), sbmlgpu_bound_mul_ru(c, x.lo));
 }
 
-/* Division by an interval that holds 0 gives the entire line (not an error); a NaN
-   quotient (inf / inf) becomes the unbounded side. */
+/* Bound quotients: inf / inf stands for large / large, any value of that sign:
+   0 or -inf as a lower bound, +inf or 0 as an upper bound. */
+SBMLGPU_HD double sbmlgpu_bound_div_rd(double a, double b)
+{
+    if (isinf(a) && isinf(b)) return (a > 0.0) == (b > 0.0) ? 0.0 : -HUGE_VAL;
+    return sbmlgpu_lo_bound(sbmlgpu_div_rd(a, b));
+}
+SBMLGPU_HD double sbmlgpu_bound_div_ru(double a, double b)
+{
+    if (isinf(a) && isinf(b)) return (a > 0.0) == (b > 0.0) ? HUGE_VAL : 0.0;
+    return sbmlgpu_hi_bound(sbmlgpu_div_ru(a, b));
+}
+
+/* Division by an interval that holds 0 gives the entire line (not an error). */
 SBMLGPU_HD ival iv_div(ival x, ival y)
 {
     if (y.lo <= 0.0 && y.hi >= 0.0) return iv_entire();
-    double lo = sbmlgpu_min2(sbmlgpu_min2(sbmlgpu_lo_bound(sbmlgpu_div_rd(x.lo, y.lo)), sbmlgpu_lo_bound(sbmlgpu_div_rd(x.lo, y.hi))),
-                             sbmlgpu_min2(sbmlgpu_lo_bound(sbmlgpu_div_rd(x.hi, y.lo)), sbmlgpu_lo_bound(sbmlgpu_div_rd(x.hi, y.hi))));
-    double hi = sbmlgpu_max2(sbmlgpu_max2(sbmlgpu_hi_bound(sbmlgpu_div_ru(x.lo, y.lo)), sbmlgpu_hi_bound(sbmlgpu_div_ru(x.lo, y.hi))),
-                             sbmlgpu_max2(sbmlgpu_hi_bound(sbmlgpu_div_ru(x.hi, y.lo)), sbmlgpu_hi_bound(sbmlgpu_div_ru(x.hi, y.hi))));
+    double lo = sbmlgpu_min2(sbmlgpu_min2(sbmlgpu_bound_div_rd(x.lo, y.lo), sbmlgpu_bound_div_rd(x.lo, y.hi)),
+                             sbmlgpu_min2(sbmlgpu_bound_div_rd(x.hi, y.lo), sbmlgpu_bound_div_rd(x.hi, y.hi)));
+    double hi = sbmlgpu_max2(sbmlgpu_max2(sbmlgpu_bound_div_ru(x.lo, y.lo), sbmlgpu_bound_div_ru(x.lo, y.hi)),
+                             sbmlgpu_max2(sbmlgpu_bound_div_ru(x.hi, y.lo), sbmlgpu_bound_div_ru(x.hi, y.hi)));
     return iv_make(lo, hi);
 }
 
@@ -303,7 +316,13 @@ SBMLGPU_HD ival iv_powi(ival x, int n)
         p.hi = sbmlgpu_pow_nonneg(sbmlgpu_iv_mag(x), k, 1);
     }
     p = iv_make(p.lo, p.hi);
-    return n > 0 ? p : iv_div(iv_point(1.0), p);
+    if (n > 0) return p;
+    /* x excludes 0 but x^|n| underflowed to 0: 1 / x^|n| is beyond DBL_MAX there */
+    if (sbmlgpu_iv_mig(x) > 0.0 && p.lo == 0.0)
+        return iv_make(sbmlgpu_min2(sbmlgpu_div_rd(1.0, p.hi), DBL_MAX), HUGE_VAL);
+    if (sbmlgpu_iv_mig(x) > 0.0 && p.hi == 0.0)
+        return iv_make(-HUGE_VAL, sbmlgpu_max2(sbmlgpu_div_ru(1.0, p.lo), -DBL_MAX));
+    return iv_div(iv_point(1.0), p);
 }
 
 /* ---- elementary functions ---------------------------------------------------------
