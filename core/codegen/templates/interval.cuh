@@ -152,6 +152,9 @@ SBMLGPU_HD double sbmlgpu_zero_sum_rd(double x, double y)
 }
 
 #ifdef __CUDA_ARCH__
+/* round-to-nearest, never contracted into an FMA (nvcc contracts a*b + c by default) */
+SBMLGPU_HD double sbmlgpu_add_rn(double a, double b) { return __dadd_rn(a, b); }
+SBMLGPU_HD double sbmlgpu_mul_rn(double a, double b) { return __dmul_rn(a, b); }
 SBMLGPU_HD double sbmlgpu_add_rd(double a, double b) { return __dadd_rd(a, b); }
 SBMLGPU_HD double sbmlgpu_add_ru(double a, double b) { return __dadd_ru(a, b); }
 SBMLGPU_HD double sbmlgpu_sub_rd(double a, double b) { return __dsub_rd(a, b); }
@@ -165,6 +168,8 @@ SBMLGPU_HD double sbmlgpu_sqrt_ru(double a) { return __dsqrt_ru(a); }
 SBMLGPU_HD double sbmlgpu_fma_rd(double a, double b, double c) { return __fma_rd(a, b, c); }
 SBMLGPU_HD double sbmlgpu_fma_ru(double a, double b, double c) { return __fma_ru(a, b, c); }
 #else
+SBMLGPU_HD double sbmlgpu_add_rn(double a, double b) { return a + b; }
+SBMLGPU_HD double sbmlgpu_mul_rn(double a, double b) { return a * b; }
 SBMLGPU_HD double sbmlgpu_add_rd(double a, double b)
 {
     double r = a + b;
@@ -486,8 +491,8 @@ SBMLGPU_HD double iv_mid(ival x)
     if (x.lo == -HUGE_VAL && x.hi == HUGE_VAL) return 0.0;
     if (x.lo == -HUGE_VAL) return sbmlgpu_min2(-DBL_MAX, x.hi);
     if (x.hi == HUGE_VAL) return sbmlgpu_max2(DBL_MAX, x.lo);
-    if (fabs(x.lo) <= 1.0 && fabs(x.hi) <= 1.0) return (x.lo + x.hi) * 0.5;
-    return x.lo * 0.5 + x.hi * 0.5;
+    if (fabs(x.lo) <= 1.0 && fabs(x.hi) <= 1.0) return sbmlgpu_mul_rn(sbmlgpu_add_rn(x.lo, x.hi), 0.5);
+    return sbmlgpu_add_rn(sbmlgpu_mul_rn(x.lo, 0.5), sbmlgpu_mul_rn(x.hi, 0.5));
 }
 
 /* mid +- rad encloses x (rounded up). */
