@@ -11,5 +11,7 @@ Modules (import the one you need; nothing here imports PyCUDA):
 - templates.py      `render(package, file, **context)`, `dump_sources(sources, dir)`;
                     templates/common.cuh (real_t, helpers, Philox) is in every kernel
 - philox.py         the numpy twin of the device generator
+- interval_selftest.py  the op table of templates/interval.cuh (outward-rounded
+                    interval arithmetic) for host and GPU tests
 - compile_check.py  `nvcc_compile(source, arch)` -> cubin bytes; `CompileError`
 """
