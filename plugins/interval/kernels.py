@@ -12,6 +12,7 @@ from sbmlgpu.codegen.taylor import TaylorError, interval_values, taylor_function
 from sbmlgpu.codegen.templates import render
 from sbmlgpu.ir import TIME
 
+from . import verdicts
 from .model import IntervalModel, unsupported_expression
 
 PACKAGE = "sbmlgpu.plugins.interval"
@@ -51,7 +52,7 @@ def interval_source(model: IntervalModel, order: int) -> IntervalSource:
     ids += [f"y[{k}] = {mid}" for k, mid in enumerate(model.measured)]
     text = render(PACKAGE, "interval.cu", precision="double", model=ode.network.id or "model", n=model.n,
                   nq=len(model.varied), nc=len(ode.p), ny=len(model.measured), order=order,
-                  varied=list(model.varied_index), ids=[i.replace("*/", "* /") for i in ids],
+                  varied=list(model.varied_index), verdicts=verdicts.CODES, ids=[i.replace("*/", "* /") for i in ids],
                   functions="\n".join([x_function.text, xv_function.text, initial, outputs]))
     digest = hashlib.sha256(text.encode()).hexdigest()[:12]
     stem = mangle(ode.network.id or "model")[2:]

@@ -14,6 +14,10 @@ class IntervalOptions(BackendOptions):
                            "over the a-priori enclosure)", minimum=2, maximum=20)
     max_step: float = option(0.0, "longest integration step (0: as long as the data's "
                                   "times and the a-priori enclosure allow)", minimum=0.0)
+    tolerance: float = option(1e-10, "a step is halved while its remainder term is wider "
+                                     "than this times 1 + |x| (and than 0.1 % of the box of "
+                                     "x); accuracy only, every step is guaranteed",
+                              minimum=0.0)
     max_halvings: int = option(20, "halvings of a step whose a-priori enclosure fails "
                                    "before the box is left undecided", minimum=0,
                                maximum=60)

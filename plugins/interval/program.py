@@ -87,8 +87,7 @@ class IntervalProgram(Program):
         o = self.options
         try:
             return engine.check(lower, upper, point, data,
-                                Limits(float(o.max_step), int(o.max_halvings),
-                                       int(o.max_steps)), record=True).record
+                                _limits(o), record=True).record
         finally:
             if isinstance(engine, GpuEngine):
                 engine.release()
@@ -108,7 +107,7 @@ class IntervalProgram(Program):
                   else HostEngine(source))
         with phase(profiler, "compile"):
             engine.compile()
-        limits = Limits(float(o.max_step), int(o.max_halvings), int(o.max_steps))
+        limits = _limits(o)
         search_lo = np.array([task.unknown[u][0] for u in model.unknown])
         search_hi = np.array([task.unknown[u][1] for u in model.unknown])
         fixed_lo = np.array([task.initial[i][0] for i in model.initial])
@@ -156,6 +155,7 @@ class IntervalProgram(Program):
             "boxes_undetermined": counts["undetermined"] + left,
             "boxes_left_in_queue": left,
             "boxes_integration_failed": counts["failed"],
+            "volume_rejected_proved": search.rejected_volume,
             "seconds": seconds, "boxes_per_second": counts["evaluated"] / max(seconds, 1e-12),
             "kernel_seconds": kernel_seconds, "launches": launches, "taylor_steps": steps,
         }
@@ -168,6 +168,11 @@ class IntervalProgram(Program):
                            "kernel": "multi-kernel", "source": source.name}
         self.last_run = dict(statistics)
         return paving
+
+
+def _limits(o: IntervalOptions) -> Limits:
+    return Limits(float(o.max_step), float(o.tolerance), int(o.max_halvings),
+                  int(o.max_steps))
 
 
 def _point_values(model: IntervalModel, task: Estimation) -> np.ndarray:

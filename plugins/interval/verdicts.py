@@ -4,3 +4,6 @@ REJECTED = 0  # an output enclosure misses its data interval: no point of the bo
 FEASIBLE = 1  # every output enclosure lies inside its data interval: every point fits
 UNDECIDED = 2  # neither: bisect (or keep as undetermined below epsilon)
 FAILED = 3  # undecided because the enclosure could not be carried to the last time
+
+#: name -> code, as the kernels' IV_<NAME> (rendered into the template)
+CODES = {"REJECTED": REJECTED, "FEASIBLE": FEASIBLE, "UNDECIDED": UNDECIDED, "FAILED": FAILED}

@@ -33,19 +33,24 @@ SBMLGPU_HD int iv_varied(int j)
 }
 
 {{ functions }}
+/* box verdicts, from plugins/interval/verdicts.py */
+{% for name, code in verdicts.items() %}
+#define IV_{{ name }} {{ code }}
+{% endfor %}
 {% include "sbmlgpu.plugins.interval:validated.cuh" %}
 
 #define IV_CHECK_ARGUMENTS \
     long long n_boxes, const double *q_lo, const double *q_hi, const double *point, \
     int n_times, const double *times, const int *first, const int *output, \
-    const double *lower, const double *upper, double max_step, int max_halvings, \
+    const double *lower, const double *upper, double max_step, double tolerance, \
+    int max_halvings, \
     long long max_steps, signed char *verdict, long long *steps, ival *record
 
 SBMLGPU_HD void iv_check_one(long long b, IV_CHECK_ARGUMENTS)
 {
     iv_problem P;
     P.n_times = n_times; P.times = times; P.first = first; P.output = output;
-    P.lower = lower; P.upper = upper; P.max_step = max_step;
+    P.lower = lower; P.upper = upper; P.max_step = max_step; P.tolerance = tolerance;
     P.max_halvings = max_halvings; P.max_steps = max_steps;
     iv_box box;
     iv_scratch w;
@@ -61,7 +66,7 @@ extern "C" __global__ void iv_check(IV_CHECK_ARGUMENTS)
     long long b = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (b < n_boxes)
         iv_check_one(b, n_boxes, q_lo, q_hi, point, n_times, times, first, output, lower,
-                     upper, max_step, max_halvings, max_steps, verdict, steps, record);
+                     upper, max_step, tolerance, max_halvings, max_steps, verdict, steps, record);
 }
 #endif
 
@@ -71,7 +76,7 @@ extern "C" int iv_check_host(IV_CHECK_ARGUMENTS)
     #pragma omp parallel for schedule(dynamic, 1)
     for (long long b = 0; b < n_boxes; ++b)
         iv_check_one(b, n_boxes, q_lo, q_hi, point, n_times, times, first, output, lower,
-                     upper, max_step, max_halvings, max_steps, verdict, steps, record);
+                     upper, max_step, tolerance, max_halvings, max_steps, verdict, steps, record);
     return 0;
 }
 #endif

@@ -15,6 +15,8 @@
      inside A proves that every solution from X stays in A (epsilon inflation,
      IV_APRIORI_TRIES tries; none: the step fails and the caller halves h);
   2. remainder  R = x_p(A) H^p  (the Lagrange form: x_p over A encloses x^(p)(xi)/p!);
+     wider than the tolerance: the caller halves h (accuracy only: the last allowed
+     halving accepts any remainder);
   3. Taylor polynomial at the centre: u = sum_{k<p} x_k(zhat) H^k;
   4. its Jacobian over the box: S = sum_{k<p} V_k(X, Q) H^k (x rows; q rows 0 | I);
   5. mean value theorem: x(t1) in u + R + S (z - zhat), z in (X, Q). Lohner's form keeps
@@ -34,11 +36,9 @@
 #define IV_NV (IV_N * IV_D)
 #define IV_NXV (IV_N + IV_NV)
 
-/* verdicts of a box (VERDICT_* in plugins/interval/verdicts.py) */
-#define IV_REJECTED 0
-#define IV_FEASIBLE 1
-#define IV_UNDECIDED 2
-#define IV_FAILED 3  /* undecided: the integration could not go on (see steps) */
+/* the verdicts of a box, IV_REJECTED, IV_FEASIBLE, IV_UNDECIDED and IV_FAILED (undecided:
+   the integration could not go on), are defined by the including template from
+   plugins/interval/verdicts.py, never copied by hand */
 
 typedef struct {
     double t;
@@ -167,10 +167,11 @@ SBMLGPU_HD int iv_new_basis(const ival *A, const ival *r, double *B1, ival *Binv
 }
 
 /* one step of s from s->t to t1 (> s->t); c_box: the constants with the interval
-   inputs, c_mid: with their centres. 0: no a-priori enclosure (try a shorter step);
+   inputs, c_mid: with their centres. 0: no a-priori enclosure, or a remainder wider
+   than `tolerance` allows (try a shorter step; INFINITY accepts any remainder);
    -1: the enclosure is lost (not finite, or the two forms disagree). */
 SBMLGPU_HD int iv_step(iv_state *s, double t1, const ival *c_box, const ival *c_mid,
-                       iv_scratch *w)
+                       double tolerance, iv_scratch *w)
 {
     const int p = SBMLGPU_TAYLOR_ORDER;
     ival H = iv_sub(iv_point(t1), iv_point(s->t));
@@ -188,8 +189,14 @@ SBMLGPU_HD int iv_step(iv_state *s, double t1, const ival *c_box, const ival *c_
     ival v[IV_D];
     /* 3. the polynomial at the centre; v = u + R */
     ival remainder[IV_N];
-    for (int i = 0; i < IV_N; ++i)
+    for (int i = 0; i < IV_N; ++i) {
         remainder[i] = iv_mul(coef[p * IV_N + i], Hp);
+        /* accuracy, not soundness: a remainder small against the value, or against
+           the box's own width (a wide box cannot be tighter than its spread) */
+        double allowed = fmax(tolerance * (1.0 + iv_mag(s->X[i])), 1e-3 * iv_width(s->X[i]));
+        if (!(iv_width(remainder[i]) <= allowed))
+            return 0;
+    }
     for (int i = 0; i < IV_N; ++i)
         coef[i] = iv_point(s->zhat[i]);
     iv_taylor_x(p - 1, coef, c_mid, iv_point(s->t));
@@ -287,6 +294,7 @@ typedef struct {
     const int *first, *output;
     const double *lower, *upper;
     double max_step;      /* 0: no limit */
+    double tolerance;     /* remainder width per step, relative to 1 + |x| */
     int max_halvings;     /* of a step whose a-priori enclosure fails */
     long long max_steps;  /* per box */
 } iv_problem;
@@ -370,7 +378,9 @@ SBMLGPU_HD int iv_box_advance(iv_box *b, const iv_problem *P, long long budget,
                 return IV_RUNNING;
             double h = fmin(b->h_next, target - s->t);
             double t1 = h >= target - s->t ? target : s->t + h;
-            int ok = t1 > s->t ? iv_step(s, t1, b->c_box, b->c_mid, w) : -1;
+            /* the last halving accepts any remainder: the step is sound anyway */
+            double tolerance = b->halvings < P->max_halvings ? P->tolerance : INFINITY;
+            int ok = t1 > s->t ? iv_step(s, t1, b->c_box, b->c_mid, tolerance, w) : -1;
             if (ok == 1) {
                 ++b->steps;
                 b->halvings = 0;
