@@ -36,6 +36,8 @@ class Data:
 
 @dataclass(frozen=True)
 class Limits:
+    epsilon: float  # unknowns' edges wider than this are split (0: every box is)
+    wide: float  # a splittable box stops when an enclosure is this many data widths wide
     max_step: float  # 0: steps as long as the data and the a-priori enclosure allow
     tolerance: float  # the remainder's width per step, relative to 1 + |x|
     max_halvings: int
@@ -63,6 +65,7 @@ class HostEngine:
             entry = getattr(library, self.source.host_entry)
             p = ctypes.c_void_p
             entry.argtypes = [ctypes.c_longlong, p, p, p, ctypes.c_int, p, p, p, p, p,
+                              ctypes.c_double, ctypes.c_double,
                               ctypes.c_double, ctypes.c_double, ctypes.c_int,
                               ctypes.c_longlong, p, p, p]
             entry.restype = ctypes.c_int
@@ -86,7 +89,8 @@ class HostEngine:
         start = time.perf_counter()
         if b:
             self._entry(b, ptr[0], ptr[1], ptr[2], len(data.times), ptr[3], ptr[4], ptr[5],
-                        ptr[6], ptr[7], limits.max_step, limits.tolerance,
+                        ptr[6], ptr[7], limits.epsilon, limits.wide,
+                        limits.max_step, limits.tolerance,
                         limits.max_halvings,
                         limits.max_steps, verdict.ctypes.data_as(ctypes.c_void_p),
                         steps.ctypes.data_as(ctypes.c_void_p),
@@ -145,7 +149,8 @@ class GpuEngine:
                 buffers.append(record_buf)
             point_buf, times, first, output, low, high = self._static
             args = [np.int64(b), lo, hi, point_buf, np.int32(len(data.times)), times, first,
-                    output, low, high, np.float64(limits.max_step),
+                    output, low, high, np.float64(limits.epsilon),
+                    np.float64(limits.wide), np.float64(limits.max_step),
                     np.float64(limits.tolerance),
                     np.int32(limits.max_halvings), np.int64(limits.max_steps), verdict_buf,
                     steps_buf, record_buf if record_buf is not None else np.uintp(0)]

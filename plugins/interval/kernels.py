@@ -51,7 +51,7 @@ def interval_source(model: IntervalModel, order: int) -> IntervalSource:
     ids += [f"x[{i}] = {sid}" for i, sid in enumerate(ode.state_ids)]
     ids += [f"y[{k}] = {mid}" for k, mid in enumerate(model.measured)]
     text = render(PACKAGE, "interval.cu", precision="double", model=ode.network.id or "model", n=model.n,
-                  nq=len(model.varied), nc=len(ode.p), ny=len(model.measured), order=order,
+                  nq=len(model.varied), nu=len(model.unknown), nc=len(ode.p), ny=len(model.measured), order=order,
                   varied=list(model.varied_index), verdicts=verdicts.CODES, ids=[i.replace("*/", "* /") for i in ids],
                   functions="\n".join([x_function.text, xv_function.text, initial, outputs]))
     digest = hashlib.sha256(text.encode()).hexdigest()[:12]

@@ -23,6 +23,14 @@ class IntervalOptions(BackendOptions):
                                maximum=60)
     max_steps: int = option(1_000_000, "integration steps per box before it is left "
                                        "undecided", minimum=1)
+    wide: float = option(0.0, "stop a box that will be split once an output's enclosure "
+                              "is wider than this many times its data interval (its halves "
+                              "are checked either way); 0: carry every box to the last data "
+                              "time, where it may still be rejected", minimum=0.0)
+    presplit: int = option(-1, "bisect the search box this many times before the first "
+                               "verdicts, so that the first launch fills the device "
+                               "(-1: 15 on a GPU, up to 4 boxes per core on the host)",
+                           minimum=-1, maximum=30)
     batch: int = option(0, "boxes per kernel launch (0: 65,536 on a GPU, 256 per core "
                            "on the host)", minimum=0)
     max_boxes: int = option(50_000_000, "boxes evaluated before the search stops; what "

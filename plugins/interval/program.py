@@ -38,6 +38,8 @@ from .sivia import Search
 log = logging.getLogger("sbmlgpu.interval")
 GPU_BATCH = 65_536
 HOST_BATCH_PER_CORE = 256
+#: 2**15 boxes to start with: an H100 holds ~34,000 threads of this kernel at once
+GPU_PRESPLIT = 15
 
 
 class IntervalProgram(Program):
@@ -107,12 +109,13 @@ class IntervalProgram(Program):
                   else HostEngine(source))
         with phase(profiler, "compile"):
             engine.compile()
-        limits = _limits(o)
+        limits = _limits(o, float(task.epsilon))
         search_lo = np.array([task.unknown[u][0] for u in model.unknown])
         search_hi = np.array([task.unknown[u][1] for u in model.unknown])
         fixed_lo = np.array([task.initial[i][0] for i in model.initial])
         fixed_hi = np.array([task.initial[i][1] for i in model.initial])
-        search = Search(search_lo, search_hi, float(task.epsilon))
+        search = Search(search_lo, search_hi, float(task.epsilon),
+                        presplit=_presplit(o.presplit, self.device is not None))
         batch = o.batch or (GPU_BATCH if self.device is not None
                             else HOST_BATCH_PER_CORE * (os.cpu_count() or 1))
         kernel_seconds, launches, steps = 0.0, 0, 0
@@ -154,7 +157,7 @@ class IntervalProgram(Program):
             "boxes_rejected": counts["rejected"], "boxes_bisected": counts["bisected"],
             "boxes_undetermined": counts["undetermined"] + left,
             "boxes_left_in_queue": left,
-            "boxes_integration_failed": counts["failed"],
+            "boxes_integration_failed": counts["failed"], "boxes_presplit": counts["presplit"],
             "volume_rejected_proved": search.rejected_volume,
             "seconds": seconds, "boxes_per_second": counts["evaluated"] / max(seconds, 1e-12),
             "kernel_seconds": kernel_seconds, "launches": launches, "taylor_steps": steps,
@@ -170,9 +173,15 @@ class IntervalProgram(Program):
         return paving
 
 
-def _limits(o: IntervalOptions) -> Limits:
-    return Limits(float(o.max_step), float(o.tolerance), int(o.max_halvings),
-                  int(o.max_steps))
+def _presplit(option: int, gpu: bool) -> int:
+    if option >= 0:
+        return option
+    return GPU_PRESPLIT if gpu else max(int(math.log2(4 * (os.cpu_count() or 1))), 0)
+
+
+def _limits(o: IntervalOptions, epsilon: float = 0.0) -> Limits:
+    return Limits(float(epsilon), float(o.wide), float(o.max_step),
+                  float(o.tolerance), int(o.max_halvings), int(o.max_steps))
 
 
 def _point_values(model: IntervalModel, task: Estimation) -> np.ndarray:

@@ -33,13 +33,26 @@ class Search:
                                                   "rejected": 0, "bisected": 0,
                                                   "undetermined": 0, "failed": 0})
     rejected_volume: float = 0.0
+    #: bisect every box this many times before the first verdict (a device with many
+    #: threads would otherwise wait through the first levels of the search, one box,
+    #: two, four...; the paving is as sound, its feasible boxes may be smaller)
+    presplit: int = 0
 
     def __post_init__(self):
         self.lower = np.asarray(self.lower, dtype=np.float64)
         self.upper = np.asarray(self.upper, dtype=np.float64)
         self.scale = self.upper - self.lower
-        self._queue.append((self.lower[None, :].copy(), self.upper[None, :].copy()))
-        self._queued = 1
+        lower, upper = self.lower[None, :].copy(), self.upper[None, :].copy()
+        for _ in range(int(self.presplit)):
+            splittable = np.any(upper - lower > self.epsilon, axis=1)
+            if not splittable.any():
+                break
+            halves = self._halves(lower[splittable], upper[splittable])
+            lower = np.concatenate([lower[~splittable], halves[0]])
+            upper = np.concatenate([upper[~splittable], halves[1]])
+        self._queue.append((lower, upper))
+        self._queued = len(lower)
+        self.counts["presplit"] = len(lower)
 
     @property
     def queued(self) -> int:
@@ -84,24 +97,35 @@ class Search:
         self._keep(lo[small], hi[small], 1)
         lo, hi, width = lo[~small], hi[~small], width[~small]
         if len(lo):
-            relative = np.where(width > self.epsilon, width / self.scale, -1.0)
-            axis = np.argmax(relative, axis=1)
+            axis, middle = self._cut(lo, hi)
             rows = np.arange(len(lo))
-            middle = lo[rows, axis] + 0.5 * width[rows, axis]
             stuck = (middle <= lo[rows, axis]) | (middle >= hi[rows, axis])  # no double between
             if np.any(stuck):
                 self.counts["undetermined"] += int(stuck.sum())
                 self._keep(lo[stuck], hi[stuck], 1)
-                lo, hi, width, axis, middle = (lo[~stuck], hi[~stuck], width[~stuck],
-                                               axis[~stuck], middle[~stuck])
-                rows = np.arange(len(lo))
-            left_hi, right_lo = hi.copy(), lo.copy()
-            left_hi[rows, axis] = middle
-            right_lo[rows, axis] = middle
-            self._queue.append((np.concatenate([lo, right_lo]),
-                                np.concatenate([left_hi, hi])))
-            self._queued += 2 * len(lo)
+                lo, hi = lo[~stuck], hi[~stuck]
+            halves = self._halves(lo, hi)
+            self._queue.append(halves)
+            self._queued += len(halves[0])
             self.counts["bisected"] += len(lo)
+
+    def _cut(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(axis, midpoint) of each box's widest edge relative to the search box,
+        among the edges wider than epsilon."""
+        width = hi - lo
+        relative = np.where(width > self.epsilon, width / self.scale, -1.0)
+        axis = np.argmax(relative, axis=1)
+        rows = np.arange(len(lo))
+        return axis, lo[rows, axis] + 0.5 * width[rows, axis]
+
+    def _halves(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each box split in two at `_cut`; the halves share the midpoint."""
+        axis, middle = self._cut(lo, hi)
+        rows = np.arange(len(lo))
+        left_hi, right_lo = hi.copy(), lo.copy()
+        left_hi[rows, axis] = middle
+        right_lo[rows, axis] = middle
+        return np.concatenate([lo, right_lo]), np.concatenate([left_hi, hi])
 
     def _keep(self, lower, upper, code: int) -> None:
         if len(lower):

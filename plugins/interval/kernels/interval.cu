@@ -18,6 +18,7 @@
 */
 #define IV_N {{ n }}
 #define IV_NQ {{ nq }}
+#define IV_NU {{ nu }}  /* the first IV_NU interval inputs are the unknowns (bisected) */
 #define IV_D (IV_N + IV_NQ)
 #define IV_NC {{ nc }}
 #define IV_NY {{ ny }}
@@ -42,7 +43,8 @@ SBMLGPU_HD int iv_varied(int j)
 #define IV_CHECK_ARGUMENTS \
     long long n_boxes, const double *q_lo, const double *q_hi, const double *point, \
     int n_times, const double *times, const int *first, const int *output, \
-    const double *lower, const double *upper, double max_step, double tolerance, \
+    const double *lower, const double *upper, double epsilon, double wide, \
+    double max_step, double tolerance, \
     int max_halvings, \
     long long max_steps, signed char *verdict, long long *steps, ival *record
 
@@ -51,6 +53,7 @@ SBMLGPU_HD void iv_check_one(long long b, IV_CHECK_ARGUMENTS)
     iv_problem P;
     P.n_times = n_times; P.times = times; P.first = first; P.output = output;
     P.lower = lower; P.upper = upper; P.max_step = max_step; P.tolerance = tolerance;
+    P.epsilon = epsilon; P.wide = wide;
     P.max_halvings = max_halvings; P.max_steps = max_steps;
     iv_box box;
     iv_scratch w;
@@ -66,7 +69,8 @@ extern "C" __global__ void iv_check(IV_CHECK_ARGUMENTS)
     long long b = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (b < n_boxes)
         iv_check_one(b, n_boxes, q_lo, q_hi, point, n_times, times, first, output, lower,
-                     upper, max_step, tolerance, max_halvings, max_steps, verdict, steps, record);
+                     upper, epsilon, wide, max_step, tolerance, max_halvings, max_steps,
+                     verdict, steps, record);
 }
 #endif
 
@@ -76,7 +80,8 @@ extern "C" int iv_check_host(IV_CHECK_ARGUMENTS)
     #pragma omp parallel for schedule(dynamic, 1)
     for (long long b = 0; b < n_boxes; ++b)
         iv_check_one(b, n_boxes, q_lo, q_hi, point, n_times, times, first, output, lower,
-                     upper, max_step, tolerance, max_halvings, max_steps, verdict, steps, record);
+                     upper, epsilon, wide, max_step, tolerance, max_halvings, max_steps,
+                     verdict, steps, record);
     return 0;
 }
 #endif

@@ -293,6 +293,10 @@ typedef struct {
     const double *times;
     const int *first, *output;
     const double *lower, *upper;
+    double epsilon;       /* boxes with an unknown's edge wider than this are split */
+    double wide;          /* > 0: a splittable box stops once an output's enclosure is
+                             wider than this times its data interval (it will be split;
+                             0: carried to the last time) */
     double max_step;      /* 0: no limit */
     double tolerance;     /* remainder width per step, relative to 1 + |x| */
     int max_halvings;     /* of a step whose a-priori enclosure fails */
@@ -308,6 +312,7 @@ typedef struct {
     ival c_mid[IV_NC > 0 ? IV_NC : 1];  /* ... with their centres */
     int m;           /* the next data time */
     int inside;      /* every output so far inside its data interval */
+    int splittable;  /* an unknown's edge is wider than epsilon: SIVIA would bisect it */
     int halvings;    /* of the current step */
     double h_next;
     long long steps;
@@ -320,9 +325,12 @@ SBMLGPU_HD int iv_box_start(iv_box *b, const double *q_lo, const double *q_hi,
 {
     for (int j = 0; j < IV_NC; ++j)
         b->c_box[j] = b->c_mid[j] = iv_point(point[j]);
+    b->splittable = 0;
     for (int j = 0; j < IV_NQ; ++j) {
         b->c_box[iv_varied(j)] = iv_make(q_lo[j], q_hi[j]);
         b->c_mid[iv_varied(j)] = iv_point(iv_mid(b->c_box[iv_varied(j)]));
+        if (j < IV_NU && q_hi[j] - q_lo[j] > P->epsilon)  /* unknowns first, then initial */
+            b->splittable = 1;
     }
     iv_state *s = &b->s;
     iv_initial(s->X, b->c_box, iv_point(0.0), s->X);
@@ -345,7 +353,10 @@ SBMLGPU_HD int iv_box_start(iv_box *b, const double *q_lo, const double *q_hi,
 }
 
 /* Compare the enclosure at data time m with its measurements: IV_REJECTED when one
-   misses its interval, else IV_RUNNING (b->inside cleared when one is not inside). */
+   misses its interval; IV_UNDECIDED when the box will be split and an enclosure is
+   wider than P->wide times its data interval (its halves are checked anyway, with
+   tighter enclosures; carrying such a box on could only find a rejection that wide
+   enclosures rarely give); else IV_RUNNING (b->inside cleared when one is not inside). */
 SBMLGPU_HD int iv_box_compare(iv_box *b, const iv_problem *P, int m)
 {
     ival y[IV_NY > 0 ? IV_NY : 1];
@@ -355,7 +366,11 @@ SBMLGPU_HD int iv_box_compare(iv_box *b, const iv_problem *P, int m)
         ival value = y[P->output[k]];
         if (iv_disjoint(value, data))
             return IV_REJECTED;  /* no point of the box fits this measurement */
-        b->inside = b->inside && iv_subset(value, data);
+        if (!iv_subset(value, data)) {
+            b->inside = 0;
+            if (b->splittable && P->wide > 0.0 && iv_width(value) > P->wide * iv_width(data))
+                return IV_UNDECIDED;
+        }
     }
     return IV_RUNNING;
 }
