@@ -8,6 +8,19 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
+
+
+def _find_mpirun() -> str | None:
+    """The mpirun beside this Python first (the `mpich` wheel of the `test` extra puts
+    it in the venv's bin/, matching the venv's mpi4py), else one on PATH."""
+    beside = Path(sys.executable).parent / "mpirun"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    return shutil.which("mpirun")
+
+
+MPIRUN = _find_mpirun()
 
 
 def _mpi_missing() -> str | None:
@@ -15,8 +28,8 @@ def _mpi_missing() -> str | None:
         import mpi4py  # noqa: F401  (only the package: MPI itself starts in the children)
     except ImportError as exc:
         return f"mpi4py is not importable ({exc})"
-    if shutil.which("mpirun") is None:
-        return "no mpirun on PATH"
+    if MPIRUN is None:
+        return "no mpirun beside this Python or on PATH"
     # the MPI library behind mpi4py may still be missing; try it away from this process
     probe = subprocess.run([sys.executable, "-c", "from mpi4py import MPI"],
                            capture_output=True, text=True, timeout=60)
@@ -33,7 +46,7 @@ def mpirun(ranks: int, *args: str, timeout: float = 120) -> subprocess.Completed
     # Open MPI refuses root and more ranks than cores unless told; MPICH ignores these
     env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                OMPI_MCA_rmaps_base_oversubscribe="1")
-    command = ["mpirun", "-n", str(ranks), sys.executable, "-m", "sbmlgpu.schedule", *args]
+    command = [MPIRUN, "-n", str(ranks), sys.executable, "-m", "sbmlgpu.schedule", *args]
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
 
 
