@@ -16,6 +16,7 @@ from sbmlgpu.errors import DeviceError, OptionError, SimulationError
 from sbmlgpu.profile import Profiler
 from sbmlgpu.runtime.base import OutOfDeviceMemory
 from sbmlgpu.schedule import GrowingQueue, Scheduler
+from sbmlgpu.schedule.growing import WAIT
 
 from .fakes import FakeDevice, Terminal, active_device
 
@@ -241,9 +242,116 @@ def test_bad_queue_options_name_the_option(monkeypatch):
         scheduler.run_queue(bisect, [(0.0, 1.0)], limit=0)
     with pytest.raises(OptionError, match="bytes-per-item"):
         scheduler.run_queue(bisect, [(0.0, 1.0)], bytes_per_item=-1)
-    scheduler.world = type("World", (), {"size": 2, "rank": 0, "local_rank": 0})()
-    with pytest.raises(OptionError, match="MPI ranks"):
-        scheduler.run_queue(bisect, [(0.0, 1.0)])
+    with pytest.raises(OptionError, match="budget-items"):
+        scheduler.run_queue(bisect, [(0.0, 1.0)], budget_items=0)
+    for seconds in (0, -1.0, float("nan"), "10"):
+        with pytest.raises(OptionError, match="budget-seconds"):
+            scheduler.run_queue(bisect, [(0.0, 1.0)], budget_seconds=seconds)
+
+
+# --- budgets -----------------------------------------------------------------------------
+
+def bfs_ids(root: tuple, depth: int) -> list[tuple]:
+    """Ids of a full binary tree below `root`, breadth-first (the fifo order)."""
+    return sorted(tree_ids(root, depth), key=lambda item_id: (len(item_id), item_id))
+
+
+def assert_nothing_lost(done, left, span):
+    """Every finished item's children finished or are left, and the finished items
+    that split no further with the left ones tile `span` (bisect's tree frontier)."""
+    finished_ids = {d.id for d in done}
+    left_ids = {item_id for item_id, _ in left}
+    assert not finished_ids & left_ids
+    for d in done:
+        lo, hi = d.item
+        if hi - lo > EPS:
+            assert {d.id + (0,), d.id + (1,)} <= finished_ids | left_ids, d.id
+    pieces = sorted([d.item for d in done if d.item[1] - d.item[0] <= EPS]
+                    + [item for _, item in left])
+    assert pieces[0][0] == span[0] and pieces[-1][1] == span[1]
+    assert all(a[1] == b[0] for a, b in zip(pieces, pieces[1:])), "a gap or an overlap"
+
+
+def test_an_item_budget_takes_that_many_and_leaves_the_rest_queued():
+    scheduler = Scheduler([FakeDevice(0)], max_batch_items=4, progress=False)
+    done = scheduler.run_queue(bisect, [(0.0, 1.0)], budget_items=10, ordered=True)
+    # one device, fifo: the first 10 items breadth first, in batches cut to the budget
+    bfs = bfs_ids((0,), 4)
+    assert [d.id for d in done] == sorted(bfs[:10])
+    assert [r.items for r in scheduler.last_queue_batches] == [1, 2, 4, 3]
+    # left: the 5 items of the 4th level not taken, and the children of the 3 taken
+    left = scheduler.last_queue_left
+    assert [item_id for item_id, _ in left] == sorted(
+        bfs[10:15] + [parent + (k,) for parent in bfs[7:10] for k in (0, 1)])
+    assert dict(left)[(0, 1, 1, 1)] == (0.875, 1.0)
+    assert scheduler.last_queue_stopped == "the budget of 10 items was taken"
+    assert_nothing_lost(done, left, (0.0, 1.0))
+
+
+def test_what_a_budget_left_can_be_run_on_to_the_end():
+    scheduler = Scheduler([FakeDevice(0)], max_batch_items=3, progress=False)
+    first = scheduler.run_queue(bisect, [(0.0, 1.0)], budget_items=7)
+    left = scheduler.last_queue_left
+    rest = scheduler.run_queue(bisect, [item for _, item in left])
+    assert scheduler.last_queue_left == [] and scheduler.last_queue_stopped is None
+    widths = sorted([d.result for d in first] + [d.result for d in rest])
+    full = scheduler.run_queue(bisect, [(0.0, 1.0)])
+    assert widths == sorted(d.result for d in full) and len(widths) == 31
+
+
+def test_an_item_budget_on_several_devices_finishes_what_they_hold():
+    devices = [FakeDevice(i) for i in range(3)]
+    scheduler = Scheduler(devices, max_batch_items=4, progress=False)
+    done = scheduler.run_queue(shaky(bisect, 4), [(0.0, 4.0)], budget_items=50)
+    assert len(done) == 50 and sum(r.items for r in scheduler.last_queue_batches) == 50
+    assert len(scheduler.last_queue_left) > 0
+    assert_nothing_lost(done, scheduler.last_queue_left, (0.0, 4.0))
+
+
+def test_a_time_budget_stops_handing_out_items_but_lets_running_ones_finish():
+    def slow_bisect(device, items):
+        time.sleep(0.02)
+        return bisect(device, items)
+
+    scheduler = Scheduler([FakeDevice(0), FakeDevice(1)], max_batch_items=2, progress=False)
+    started = time.monotonic()
+    done = scheduler.run_queue(slow_bisect, [(0.0, 4.0)], budget_seconds=0.1, ordered=True)
+    assert time.monotonic() - started < 1.0
+    assert 0 < len(done) < 127 and scheduler.last_queue_left
+    assert scheduler.last_queue_stopped == "the budget of 0.1 seconds ran out"
+    left_ids = [item_id for item_id, _ in scheduler.last_queue_left]
+    assert left_ids == sorted(left_ids)  # `ordered` sorts what is left too
+    assert_nothing_lost(done, scheduler.last_queue_left, (0.0, 4.0))
+
+
+def test_a_budget_the_run_does_not_reach_changes_nothing():
+    scheduler = Scheduler([FakeDevice(0)], max_batch_items=4, progress=False)
+    plain = scheduler.run_queue(bisect, [(0.0, 1.0)], ordered=True)
+    assert scheduler.last_queue_left == [] and scheduler.last_queue_stopped is None
+    for budget in ({"budget_items": 31}, {"budget_items": 1000}, {"budget_seconds": 60}):
+        done = scheduler.run_queue(bisect, [(0.0, 1.0)], ordered=True, **budget)
+        assert done == plain, budget
+        assert scheduler.last_queue_left == [] and scheduler.last_queue_stopped is None
+
+
+def test_lifo_leaves_its_queue_in_the_order_it_would_take_it():
+    scheduler = Scheduler([FakeDevice(0)], max_batch_items=1, progress=False)
+    done = scheduler.run_queue(bisect, [(0.0, 0.25)], order="lifo", budget_items=3)
+    assert [d.id for d in done] == [(0,), (0, 1), (0, 1, 1)]
+    assert [item_id for item_id, _ in scheduler.last_queue_left] == [(0, 1, 0), (0, 0)]
+
+
+def test_growing_queue_budget_cuts_a_batch_and_take_can_answer_wait():
+    queue = GrowingQueue(range(10), workers=1, budget_items=4)
+    assert [item for _, item in queue.take(3)] == [0, 1, 2]
+    assert [item for _, item in queue.take(3)] == [3]  # only one left in the budget
+    assert queue.take(3) is None and queue.stopped_by == "the budget of 4 items was taken"
+    assert [item for _, item in queue.left()] == list(range(4, 10))
+    waiting = GrowingQueue(["a"])
+    waiting.take(1)
+    assert waiting.take(1, wait=False) == WAIT  # empty, but "a" may create more
+    waiting.finish(1, [])
+    assert waiting.take(1, wait=False) is None
 
 
 def test_growing_queue_take_waits_only_while_items_are_held():

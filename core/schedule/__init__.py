@@ -4,7 +4,9 @@
 
 Modules: batching (memory arithmetic), worker (one device's loop, OOM halving),
 dispatch (threads over local GPUs), mpi (ranks), combine (results in item order),
-growing (a queue that grows while it runs: branch and bound), bundling and predict
+growing (a queue that grows while it runs: branch and bound, budgets), growing_mpi
+(that queue over MPI ranks), queue_demo (the tree `python -m sbmlgpu.schedule
+--queue` checks run_queue with), bundling and predict
 (cost-sorted item order), progress (tqdm), scheduler (the `Scheduler` that backends
 receive: map_batches and run_queue), ensemble (one runner for one-member-per-item
 ensembles: pilot, launch order, batches, rows, summary, MPI root), spill (the one

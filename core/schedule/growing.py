@@ -24,20 +24,22 @@ by item p is p + (k,). They do not depend on which device ran what or when, so
 sorting by id (`ordered=True`) gives the same order on every run and any number of
 devices: depth-first, each item before the items it created.
 
-MPI is not done here. It would extend the same way as `mpi.py` extends
-`map_batches`: rank 0 keeps the GrowingQueue and a helper thread answers the other
-ranks; a rank's request carries the items its last batch created (pickled) with the
-count it finished, and the reply is a batch, "none left" (queue empty and no rank
-holds items: stop), or "wait" (empty now, but some rank holds items: ask again
-after a poll), i.e. the termination rule above with ranks in place of threads.
-Results go to rank 0 with one gather at the end, and a failure on any rank closes
-the queue and is broadcast, as in map_batches.
+A budget stops a run early without losing anything: `budget_items` (hand out no
+more items once this many were taken) and `budget_seconds` (none after this long).
+Items already taken still finish and push what they create, so the run ends with
+every item either finished or still queued; `left()` gives the queued ones, from
+which a later run can go on. The `limit` is different: a guard against work that
+never stops creating items, it raises SimulationError.
+
+Across MPI ranks the same queue lives on rank 0 and a helper thread answers the
+other ranks (growing_mpi.py).
 """
 
 from __future__ import annotations
 
 import math
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
@@ -51,6 +53,8 @@ from .worker import DeviceWorker
 ItemId = tuple[int, ...]
 #: work(device, items) -> (results, new_items); see the module docstring
 QueueWork = Callable[["Device | None", list], tuple[Sequence, "Sequence[Iterable] | None"]]
+#: what `GrowingQueue.take(..., wait=False)` returns when it would have waited
+WAIT = "wait"
 #: fifo: breadth first (the frontier grows and batches fill the GPU);
 #: lifo: depth first (the queue stays small)
 ORDERS = ("fifo", "lifo")
@@ -80,42 +84,68 @@ class QueueBatchRecord:
 
 class GrowingQueue:
     """Thread-safe queue of (id, item) that workers take batches from and push new
-    items into. `take` waits while the queue is empty but a worker holds items."""
+    items into. `take` waits while the queue is empty but a worker holds items.
+
+    budget_items / budget_seconds: hand out nothing more once this many items were
+    taken / this many seconds after the queue was made; `stopped_by` then says
+    which budget stopped it, and `left()` what it left."""
 
     def __init__(self, items: Iterable[Any], *, order: str = "fifo", workers: int = 1,
-                 limit: int | None = None):
+                 limit: int | None = None, budget_items: int | None = None,
+                 budget_seconds: float | None = None):
         self._entries: deque = deque(((i,), item) for i, item in enumerate(items))
         self._lifo = order == "lifo"
         self._workers = max(int(workers), 1)
         self._limit = limit
+        self._budget_items = budget_items
+        self._deadline = None if budget_seconds is None else time.monotonic() + budget_seconds
+        self._budget_seconds = budget_seconds
         self._cond = threading.Condition()
         self._closed = False
         self.in_flight = 0  # items taken and not finished
         self.done = 0
+        self.taken = 0
         self.created = len(self._entries)  # every item ever queued
+        self.stopped_by: str | None = None  # the budget that stopped the run, if one did
 
     @property
     def queued(self) -> int:
         with self._cond:
             return len(self._entries)
 
-    def take(self, max_items: int) -> list[tuple[ItemId, Any]] | None:
+    def take(self, max_items: int, *, wait: bool = True) -> list[tuple[ItemId, Any]] | None | str:
         """Up to `max_items` entries (fewer with several workers, so that each gets a
-        share of a short queue); None when all work is done or the queue is closed."""
+        share of a short queue); None when all work is done, the queue is closed or a
+        budget is spent. Without `wait`, WAIT instead of waiting for held items."""
         with self._cond:
             while not self._closed:
+                if not self._entries and self.in_flight == 0:
+                    return None
+                if self._over_budget():
+                    return None
                 if self._entries:
                     count = min(max(max_items, 1), len(self._entries))
                     if self._workers > 1:
                         count = min(count, math.ceil(len(self._entries) / self._workers))
+                    if self._budget_items is not None:
+                        count = min(count, self._budget_items - self.taken)
                     pop = self._entries.pop if self._lifo else self._entries.popleft
                     batch = [pop() for _ in range(count)]
                     self.in_flight += count
+                    self.taken += count
                     return batch
-                if self.in_flight == 0:
-                    return None
+                if not wait:
+                    return WAIT
                 self._cond.wait()
             return None
+
+    def _over_budget(self) -> bool:
+        """True (and `stopped_by` set) once a budget forbids handing out more."""
+        if self._budget_items is not None and self.taken >= self._budget_items:
+            self.stopped_by = f"the budget of {self._budget_items} items was taken"
+        elif self._deadline is not None and time.monotonic() >= self._deadline:
+            self.stopped_by = f"the budget of {self._budget_seconds:g} seconds ran out"
+        return self.stopped_by is not None
 
     def finish(self, count: int, new_entries: list[tuple[ItemId, Any]]) -> None:
         """`count` taken items are done and created `new_entries`."""
@@ -134,6 +164,11 @@ class GrowingQueue:
             self._entries.extend(new_entries)
             self._cond.notify_all()
 
+    def left(self) -> list[tuple[ItemId, Any]]:
+        """The (id, item) entries still queued, in the order they would be taken."""
+        with self._cond:
+            return list(reversed(self._entries)) if self._lifo else list(self._entries)
+
     def close(self) -> None:
         """Hand out nothing more and wake every waiting worker (a worker failed)."""
         with self._cond:
@@ -145,6 +180,37 @@ def check_order(order: str) -> str:
     if order not in ORDERS:
         raise OptionError("order", f"{order!r} is not one of: {', '.join(ORDERS)}")
     return order
+
+
+def check_seconds(name: str, value) -> float:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) \
+            or not math.isfinite(value) or value <= 0:
+        raise OptionError(name, f"{value!r} is not a finite number of seconds > 0")
+    return float(value)
+
+
+class QueueRun:
+    """What one run_queue collects as batches finish: the finished items and the
+    batch records. Thread-safe: every device thread (and, under MPI, rank 0's
+    helper thread for the other ranks' batches) reports into the same one."""
+
+    def __init__(self, queue: GrowingQueue, progress):
+        self.queue = queue
+        self.progress = progress
+        self.finished: list[Finished] = []
+        self.records: list[QueueBatchRecord] = []
+        self._lock = threading.Lock()
+
+    def on_batch(self, record: QueueBatchRecord, piece: list[tuple[ItemId, Any]], results,
+                 entries: list[tuple[ItemId, Any]]) -> None:
+        """QueueWorker's callback: `piece` is done with `results` and created `entries`."""
+        self.queue.finish(len(piece), entries)
+        with self._lock:
+            self.finished.extend(Finished(item_id, item, results[i])
+                                 for i, (item_id, item) in enumerate(piece))
+            self.records.append(record)
+        self.progress.grow(len(entries), self.queue.queued)
+        self.progress.advance(len(piece))
 
 
 def new_entries(piece: list[tuple[ItemId, Any]], results, new_items) -> list:

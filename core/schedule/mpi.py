@@ -82,12 +82,20 @@ def static_block(n_items: int, rank: int, size: int) -> tuple[int, int]:
     return start, start + base + (1 if rank < extra else 0)
 
 
-class _Server(threading.Thread):
-    """Rank 0's helper: answers work requests until every other rank is told to stop."""
+class RankServer(threading.Thread):
+    """Rank 0's helper thread: answers the other ranks' requests until every one of
+    them has been told to stop. Subclasses say what a request gets (`answer`)."""
 
-    def __init__(self, comm, queue: WorkQueue, clients: int, progress: Progress):
-        super().__init__(name="sbmlgpu-mpi-queue", daemon=True)
-        self.comm, self.queue, self.clients, self.progress = comm, queue, clients, progress
+    request_tag, reply_tag = REQUEST_TAG, REPLY_TAG
+    what = "the MPI work queue"  # for the message if the protocol breaks
+
+    def __init__(self, comm, clients: int, name: str):
+        super().__init__(name=name, daemon=True)
+        self.comm, self.clients = comm, clients
+
+    def answer(self, source: int, message: Any) -> tuple[Any, bool]:
+        """(the reply to rank `source`'s request, whether it tells that rank to stop)."""
+        raise NotImplementedError
 
     def run(self) -> None:
         from mpi4py import MPI
@@ -96,22 +104,35 @@ class _Server(threading.Thread):
         stopped = 0
         try:
             while stopped < self.clients:
-                if not self.comm.Iprobe(source=MPI.ANY_SOURCE, tag=REQUEST_TAG, status=status):
+                if not self.comm.Iprobe(source=MPI.ANY_SOURCE, tag=self.request_tag,
+                                        status=status):
                     time.sleep(POLL_SECONDS)
                     continue
                 source = status.Get_source()
-                message = self.comm.recv(source=source, tag=REQUEST_TAG)
-                self.progress.advance(message["done"])
-                if message["failed"]:
-                    self.queue.close()
-                batch = self.queue.take(message["want"]) if message["want"] > 0 else None
-                reply = None if batch is None else (batch.start, batch.stop)
-                self.comm.send(reply, dest=source, tag=REPLY_TAG)
-                stopped += batch is None
+                message = self.comm.recv(source=source, tag=self.request_tag)
+                reply, stops = self.answer(source, message)
+                self.comm.send(reply, dest=source, tag=self.reply_tag)
+                stopped += stops
         except BaseException:  # noqa: BLE001 - the protocol is broken: end all ranks, not hang
             traceback.print_exc()
-            sys.stderr.write("sbmlgpu: the MPI work queue on rank 0 failed; aborting all ranks\n")
+            sys.stderr.write(f"sbmlgpu: {self.what} on rank 0 failed; aborting all ranks\n")
             self.comm.Abort(1)
+
+
+class _Server(RankServer):
+    """map_batches' server: hands out item ranges of rank 0's WorkQueue."""
+
+    def __init__(self, comm, queue: WorkQueue, clients: int, progress: Progress):
+        super().__init__(comm, clients, "sbmlgpu-mpi-queue")
+        self.queue, self.progress = queue, progress
+
+    def answer(self, source: int, message: dict) -> tuple[Any, bool]:
+        self.progress.advance(message["done"])
+        if message["failed"]:
+            self.queue.close()
+        batch = self.queue.take(message["want"]) if message["want"] > 0 else None
+        reply = None if batch is None else (batch.start, batch.stop)
+        return reply, batch is None
 
 
 class _RemoteQueue:
@@ -143,10 +164,35 @@ class _RemoteQueue:
         return Batch(*reply)
 
 
-def _error_report(exc: BaseException, worker: DeviceWorker, rank: int) -> dict:
+def error_report(exc: BaseException, worker: DeviceWorker, rank: int) -> dict:
+    """A failure as plain data, to travel to rank 0."""
     return {"rank": rank, "where": worker.label, "type": type(exc).__name__,
             "message": str(exc),
             "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))}
+
+
+def raise_any_failure(world: MpiWorld, worker: DeviceWorker, error: BaseException | None,
+                      reports: list[dict]) -> None:
+    """Collective: every rank raises if any rank failed, instead of some waiting
+    forever. A rank that failed raises its own error; the others a DeviceError
+    naming the first rank that failed. `reports`: on rank 0, the error reports of
+    every rank that failed (its own included); ignored elsewhere."""
+    failure = remote_traceback = None
+    if world.rank == 0 and reports:
+        first = min(reports, key=lambda r: r["rank"])
+        failure = (f"MPI rank {first['rank']} ({first['where']}) failed: "
+                   f"{first['type']}: {first['message']}")
+        if len(reports) > 1:
+            failure += f" (and {len(reports) - 1} other rank(s))"
+        remote_traceback = first["traceback"] if first["rank"] else ""
+    failure = world.comm.bcast(failure, root=0)
+    if error is not None:
+        raise annotate(error, worker)
+    if failure is not None:
+        exc = DeviceError(failure)
+        if world.rank == 0:
+            exc.remote_traceback = remote_traceback  # type: ignore[attr-defined]
+        raise exc
 
 
 def run_on_ranks(world: MpiWorld, worker: DeviceWorker, n_items: int, *, mode: str,
@@ -211,17 +257,17 @@ def run_on_ranks(world: MpiWorld, worker: DeviceWorker, n_items: int, *, mode: s
 
 def _gather(world: MpiWorld, worker: DeviceWorker, pieces, records, error):
     comm, rank = world.comm, world.rank
-    report = None if error is None else _error_report(error, worker, rank)
+    report = None if error is None else error_report(error, worker, rank)
     payload = None
     if rank > 0:
         try:
             payload = pickle.dumps((pieces, records, report), protocol=pickle.HIGHEST_PROTOCOL)
         except Exception as exc:  # noqa: BLE001 - an unpicklable result must not hang rank 0
-            report = _error_report(exc, worker, rank)
+            report = error_report(exc, worker, rank)
             report["message"] = f"its results cannot be sent to rank 0: {exc}"
             payload = pickle.dumps(([], [], report))
     gathered = comm.gather(payload, root=0)
-    failure = None
+    reports = []
     if rank == 0:
         reports = [report] if report else []
         for blob in gathered[1:]:
@@ -230,21 +276,7 @@ def _gather(world: MpiWorld, worker: DeviceWorker, pieces, records, error):
             records.extend(more_records)
             if more_report:
                 reports.append(more_report)
-        if reports:
-            first = min(reports, key=lambda r: r["rank"])
-            failure = (f"MPI rank {first['rank']} ({first['where']}) failed: "
-                       f"{first['type']}: {first['message']}")
-            if len(reports) > 1:
-                failure += f" (and {len(reports) - 1} other rank(s))"
-            remote_traceback = first["traceback"] if first["rank"] else ""
-    failure = comm.bcast(failure, root=0)
-    if error is not None:
-        raise annotate(error, worker)
-    if failure is not None:
-        exc = DeviceError(failure)
-        if rank == 0:
-            exc.remote_traceback = remote_traceback  # type: ignore[attr-defined]
-        raise exc
+    raise_any_failure(world, worker, error, reports)
     if rank == 0:
         return pieces, records
     return None

@@ -5,7 +5,8 @@ items 0..n-1, in launches that fit, on every device I may use, and give me the
 results in item order" (`map_batches`), and "run `work(device, items)` over these
 items and over every item the work creates, until none is left" (`run_queue`, for
 branch and bound; growing.py). Memory sizing and the out-of-memory retry are in
-`worker.py`, the threads per GPU in `dispatch.py`, MPI ranks in `mpi.py`.
+`worker.py`, the threads per GPU in `dispatch.py`, MPI ranks in `mpi.py` (and
+`growing_mpi.py` for run_queue).
 
     scheduler = Scheduler(devices=driver.devices())
     y = scheduler.map_batches(work, n_items=len(params), bytes_per_item=8 * n_out * n_t)
@@ -27,8 +28,9 @@ from .batching import (DEFAULT_SAFETY, Batch, check_bytes, check_count, check_sa
                        plan_batches)
 from .combine import Combine, check_combine, combine_in_order
 from .dispatch import run_workers
-from .growing import (Finished, GrowingQueue, QueueBatchRecord, QueueWork, QueueWorker,
-                      check_order)
+from .growing import (Finished, GrowingQueue, QueueBatchRecord, QueueRun, QueueWork,
+                      QueueWorker, check_order, check_seconds)
+from .growing_mpi import run_queue_on_ranks
 from .mpi import MODES, MpiWorld, mpi_world, run_on_ranks
 from .progress import DEFAULT_DELAY, Progress
 from .worker import (BatchRecord, DeviceWorker, WorkerSettings, WorkFunction, WorkQueue,
@@ -36,7 +38,7 @@ from .worker import (BatchRecord, DeviceWorker, WorkerSettings, WorkFunction, Wo
 
 
 class Scheduler:
-    """Batches, devices and ranks for `map_batches`.
+    """Batches, devices and ranks for `map_batches` and `run_queue`.
 
     devices: the GPUs to use (all of them by default is the caller's choice; none
         means the host: `work` gets device None, sized by host memory).
@@ -47,9 +49,11 @@ class Scheduler:
         enough that each device gets about this many, so the queue can balance.
     progress / progress_delay: the tqdm bar over items, shown after this many seconds.
     mpi: spread over MPI ranks (mpi4py); a rank uses devices[local_rank % len(devices)].
-        Every rank must construct the Scheduler and call map_batches (both are
-        collective), with the same arguments.
-    mpi_mode: "dynamic" (rank-0 work queue) or "static" (contiguous blocks).
+        Every rank must construct the Scheduler and call map_batches / run_queue
+        (all are collective), with the same arguments.
+    mpi_mode: "dynamic" (rank-0 work queue) or "static" (contiguous blocks), for
+        map_batches; run_queue's work is known only as it runs, so it is always
+        dynamic.
     profiler: if given, every batch is a span on its device's track.
     """
 
@@ -85,8 +89,13 @@ class Scheduler:
                           f"{len(self.devices)} GPU(s)", RuntimeWarning, stacklevel=2)
         #: the batches of the last map_batches on this process, in item order
         self.last_batches: list[BatchRecord] = []
-        #: the batches of the last run_queue, in the order they finished
+        #: the batches of the last run_queue, in the order they finished (under MPI:
+        #: every rank's on rank 0, this rank's elsewhere)
         self.last_queue_batches: list[QueueBatchRecord] = []
+        #: the (id, item) entries that the last run_queue's budget left queued
+        #: (None off rank 0), and which budget stopped it (None: it ran to the end)
+        self.last_queue_left: list | None = []
+        self.last_queue_stopped: str | None = None
 
     # --- where this process stands -------------------------------------------------
     @property
@@ -192,8 +201,9 @@ class Scheduler:
 
     def run_queue(self, work: QueueWork, items: Iterable[Any], *, bytes_per_item: float = 0,
                   fixed_bytes: float = 0, order: str = "fifo", ordered: bool = False,
-                  limit: int | None = None, progress: bool | None = None,
-                  desc: str = "items") -> list[Finished]:
+                  limit: int | None = None, budget_items: int | None = None,
+                  budget_seconds: float | None = None, progress: bool | None = None,
+                  desc: str = "items") -> list[Finished] | None:
         """Call `work(device, batch)` on batches of `items` and of every item the work
         creates, until none is left (growing.py: the contract, ids and order).
 
@@ -204,46 +214,61 @@ class Scheduler:
         order: "fifo" (breadth first) or "lifo" (depth first) from the queue.
         limit: a SimulationError once this many items have been queued in all (a
             guard against work that never stops creating items).
+        budget_items / budget_seconds: hand out no more items once this many were
+            taken / this long after the start; the items already taken finish, and
+            the run returns normally with `last_queue_left`, the (id, item) entries
+            still queued (sorted by id with `ordered`), and `last_queue_stopped`
+            saying which budget stopped it (None when the run was complete).
         A failure in `work` stops the other devices and is raised with its type and
-        device. Runs on this process's devices; not across MPI ranks."""
-        if self.world is not None and self.world.size > 1:
-            raise OptionError("mpi", "run_queue runs on the GPUs of one host; it does not "
-                              "spread work over MPI ranks yet (growing.py says how it would)")
+        device. Under MPI every rank calls this with the same arguments; rank 0
+        keeps the queue (growing_mpi.py), gets the results and `last_queue_left`,
+        the other ranks None; a failure on any rank is raised on every rank."""
         check_bytes("bytes-per-item", bytes_per_item)
         check_bytes("fixed-bytes", fixed_bytes)
         check_order(order)
         if limit is not None:
             limit = check_count("limit", limit, 1)
+        if budget_items is not None:
+            budget_items = check_count("budget-items", budget_items, 1)
+        if budget_seconds is not None:
+            budget_seconds = check_seconds("budget-seconds", budget_seconds)
         items = list(items)
+        distributed = self.world is not None and self.world.size > 1
         self.last_queue_batches = []
-        if not items:
+        self.last_queue_left = [] if self.is_root else None
+        self.last_queue_stopped = None
+        if not items and not distributed:
             return []
         devices: tuple[Device | None, ...] = self.local_devices or (None,)
         settings = WorkerSettings(sys.maxsize, bytes_per_item, fixed_bytes, self.safety,
                                   self.max_batch_items, self.min_batch_items, 1, None)
-        queue = GrowingQueue(items, order=order, workers=len(devices), limit=limit)
-        finished: list[Finished] = []
-        records: list[QueueBatchRecord] = []
-        lock = threading.Lock()
-        with self._progress(len(items), progress, desc) as bar:
-            def on_batch(record: QueueBatchRecord, piece, results, entries) -> None:
-                queue.finish(len(piece), entries)
-                with lock:
-                    finished.extend(Finished(item_id, item, results[i])
-                                    for i, (item_id, item) in enumerate(piece))
-                    records.append(record)
-                bar.grow(len(entries), queue.queued)
-                bar.advance(len(piece))
-
+        # under MPI each rank is one worker of rank 0's queue (one device per rank)
+        queue = GrowingQueue(items if self.is_root else (), order=order,
+                             workers=self.size if distributed else len(devices), limit=limit,
+                             budget_items=budget_items, budget_seconds=budget_seconds)
+        shown = len(items) if self.is_root else 0
+        with self._progress(shown, progress, desc) as bar:
+            run = QueueRun(queue, bar)
             stop = threading.Event()
-            workers = [QueueWorker(device, work, settings, on_batch, stop=stop,
+            workers = [QueueWorker(device, work, settings, run.on_batch, stop=stop,
                                    profiler=self.profiler) for device in devices]
             try:
-                run_workers(workers, queue)
+                if distributed:
+                    self.last_queue_stopped = run_queue_on_ranks(self.world, workers[0], run)
+                else:
+                    run_workers(workers, queue)
             finally:
-                self.last_queue_batches = records
+                self.last_queue_batches = run.records
+        if not self.is_root:
+            return None
+        left = queue.left()
+        if not distributed:
+            self.last_queue_stopped = queue.stopped_by if left else None
+        finished = run.finished
         if ordered:
             finished.sort(key=lambda done: done.id)
+            left.sort(key=lambda entry: entry[0])
+        self.last_queue_left = left
         return finished
 
     def _progress(self, total: int, progress: bool | None, desc: str) -> Progress:
