@@ -217,6 +217,8 @@ def cmd_task(args) -> int:
     outcome = api.execute(network, task, args.backend, options=collected_options(args),
                           device=device, keep_source=args.keep_source, profile=args.profile)
     result = outcome.result
+    if (result.metadata or {}).get("mpi_rank", 0) != 0:
+        return 0  # an MPI rank other than the root: rank 0 writes the result
     outdir.mkdir(parents=True, exist_ok=True)
     stem = Path(args.model).stem
     files = list(outcome.files)

@@ -142,7 +142,7 @@ def test_a_box_budget_stops_with_nothing_lost(lv_paving):
                               options={"max_boxes": 40, "batch": 16}, progress=False)
     s = paving.statistics
     assert not s["complete"] and s["stopped_by"].startswith("max-boxes")
-    assert s["boxes_evaluated"] == 40 and s["boxes_left_in_queue"] > 0
+    assert 0 < s["boxes_evaluated"] <= 40 and s["boxes_left_in_queue"] > 0
     assert paving.volumes["rejected"] == pytest.approx(s["volume_rejected_proved"], rel=1e-9)
     assert paving.contains([0.01, 0.02]) != "rejected"
 

@@ -31,12 +31,16 @@ class IntervalOptions(BackendOptions):
                                "verdicts, so that the first launch fills the device "
                                "(-1: 15 on a GPU, up to 4 boxes per core on the host)",
                            minimum=-1, maximum=30)
-    batch: int = option(0, "boxes per kernel launch (0: 65,536 on a GPU, 256 per core "
-                           "on the host)", minimum=0)
-    max_boxes: int = option(50_000_000, "boxes evaluated before the search stops; what "
-                                        "is still queued is kept as undetermined and the "
-                                        "paving is marked incomplete", minimum=1)
+    batch: int = option(0, "boxes per work item of the queue (a launch takes one or "
+                           "more; 0: 4,096 on a GPU, 16 per core on the host)", minimum=0)
+    max_boxes: int = option(50_000_000, "boxes handed out before the search stops (in "
+                                        "whole work items, see --batch); what is still "
+                                        "queued is kept as undetermined and the paving is "
+                                        "marked incomplete", minimum=1)
     time_limit: float = option(0.0, "seconds before the search stops, as --max-boxes "
                                     "(0: none)", minimum=0.0)
+    mpi: bool = option(False, "share the boxes between MPI ranks (run the command under "
+                              "mpirun; rank 0 keeps the queue, every rank checks boxes on its "
+                              "GPU or its cores, rank 0 writes the paving)")
     block_size: int = option(64, "threads per block of the GPU kernel", minimum=32,
                              maximum=1024)

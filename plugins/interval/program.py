@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import threading
 import time
 from typing import Any
 
@@ -25,7 +26,7 @@ from sbmlgpu.errors import OptionError
 from sbmlgpu.ir import Network
 from sbmlgpu.profile import phase
 from sbmlgpu.results import Paving
-from sbmlgpu.schedule.progress import Progress
+from sbmlgpu.schedule import Scheduler
 from sbmlgpu.tasks import Estimation
 from sbmlgpu.views.ode import OdeSystem
 
@@ -33,11 +34,12 @@ from .engines import Data, GpuEngine, HostEngine, Limits
 from .kernels import interval_source
 from .model import IntervalModel
 from .options import IntervalOptions
-from .sivia import Search
+from .sivia import COUNTS, KEPT_UNDETERMINED, Bisection, Chunk, chunks_of
 
 log = logging.getLogger("sbmlgpu.interval")
-GPU_BATCH = 65_536
-HOST_BATCH_PER_CORE = 256
+#: boxes per queue item: a GPU launch takes many chunks, a host call fewer
+GPU_CHUNK = 4096
+HOST_CHUNK_PER_CORE = 16
 #: 2**15 boxes to start with: an H100 holds ~34,000 threads of this kernel at once
 GPU_PRESPLIT = 15
 
@@ -97,6 +99,11 @@ class IntervalProgram(Program):
     def run(self, task: Estimation, scheduler=None, profiler=None) -> Paving:
         started = time.perf_counter()
         o = self.options
+        if scheduler is None or (o.mpi and scheduler.world is None):
+            devices = (scheduler.devices if scheduler is not None
+                       else [self.device] if self.device is not None else [])
+            scheduler = Scheduler(devices=devices, mpi=o.mpi,
+                                  progress=bool(getattr(task, "progress", True)))
         measurements = task.measurements
         model = IntervalModel.of(self.ode, tuple(task.unknown), tuple(task.initial),
                                  measurements.ids)
@@ -105,72 +112,136 @@ class IntervalProgram(Program):
         with phase(profiler, "generate kernels"):
             source = interval_source(model, o.order)
         self._sources[source.name] = source.text
-        engine = (GpuEngine(source, self.device, o.block_size) if self.device is not None
-                  else HostEngine(source))
+        devices = scheduler.local_devices
+        engines = _Engines(source, o.block_size, point, data, _limits(o, float(task.epsilon)))
         with phase(profiler, "compile"):
-            engine.compile()
-        limits = _limits(o, float(task.epsilon))
+            for device in devices or (None,):
+                engines.get(device)
         search_lo = np.array([task.unknown[u][0] for u in model.unknown])
         search_hi = np.array([task.unknown[u][1] for u in model.unknown])
-        fixed_lo = np.array([task.initial[i][0] for i in model.initial])
-        fixed_hi = np.array([task.initial[i][1] for i in model.initial])
-        search = Search(search_lo, search_hi, float(task.epsilon),
-                        presplit=_presplit(o.presplit, self.device is not None))
-        batch = o.batch or (GPU_BATCH if self.device is not None
-                            else HOST_BATCH_PER_CORE * (os.cpu_count() or 1))
-        kernel_seconds, launches, steps = 0.0, 0, 0
-        stopped = None
-        with Progress(1, enabled=bool(getattr(task, "progress", True)),
-                      desc="boxes") as bar:
-            while search.queued:
-                evaluated = search.counts["evaluated"]
-                if evaluated >= o.max_boxes:
-                    stopped = f"max-boxes: {evaluated} boxes evaluated"
-                elif o.time_limit and time.perf_counter() - started > o.time_limit:
-                    stopped = f"time-limit: {o.time_limit:g} s"
-                if stopped:
-                    break
-                lo, hi = search.take(min(batch, o.max_boxes - evaluated))
-                lows = np.hstack([lo, np.broadcast_to(fixed_lo, (len(lo), len(fixed_lo)))])
-                highs = np.hstack([hi, np.broadcast_to(fixed_hi, (len(hi), len(fixed_hi)))])
-                with phase(profiler, "verdicts"):
-                    verdicts = engine.check(lows, highs, point, data, limits)
-                kernel_seconds += verdicts.seconds
-                launches += 1
-                steps += int(verdicts.steps.sum())
-                before = search.queued
-                search.give(lo, hi, verdicts.verdict)
-                bar.grow(search.queued - before, search.queued)
-                bar.advance(len(lo))
-        left = search.stop() if stopped else 0
-        if stopped:
+        fixed = (np.array([task.initial[i][0] for i in model.initial]),
+                 np.array([task.initial[i][1] for i in model.initial]))
+        bisection = Bisection(search_hi - search_lo, float(task.epsilon))
+        gpu = bool(devices)
+        chunk = o.batch or (GPU_CHUNK if gpu else HOST_CHUNK_PER_CORE * (os.cpu_count() or 1))
+        first = bisection.presplit(search_lo, search_hi, _presplit(o.presplit, gpu))
+
+        def work(device, chunks: list[Chunk]):
+            engine = engines.get(device)
+            lo = np.concatenate([c.lower for c in chunks])
+            hi = np.concatenate([c.upper for c in chunks])
+            b = len(lo)
+            verdicts = engine.check(np.hstack([lo, np.broadcast_to(fixed[0], (b, len(fixed[0])))]),
+                                    np.hstack([hi, np.broadcast_to(fixed[1], (b, len(fixed[1])))]),
+                                    point, data, engines.limits)
+            decisions, children, offset = [], [], 0
+            for c in chunks:
+                decision = bisection.decide(c, verdicts.verdict[offset:offset + len(c)])
+                decision.steps = int(verdicts.steps[offset:offset + len(c)].sum())
+                children.append(chunks_of(decision.halves, chunk))
+                decision.halves = None  # they travel as new items, not in the result
+                decisions.append((decision, verdicts.seconds * len(c) / max(b, 1)))
+                offset += len(c)
+            return decisions, children
+
+        budget_boxes = None if o.max_boxes <= 0 else max(o.max_boxes // chunk, 1)
+        try:
+            finished = scheduler.run_queue(
+                work, chunks_of(first, chunk), bytes_per_item=chunk * _box_bytes(model, data),
+                order="fifo", ordered=True, budget_items=budget_boxes,
+                budget_seconds=o.time_limit or None, progress=getattr(task, "progress", True),
+                desc="chunks of boxes")
+        finally:
+            engines.release()
+        if finished is None:  # an MPI rank other than the root: the root has the paving
+            return Paving(model.unknown, np.zeros((0, len(model.unknown))),
+                          np.zeros((0, len(model.unknown))), np.zeros(0, np.int8),
+                          np.stack([search_lo, search_hi], axis=1), float(task.epsilon),
+                          {}, {"mpi_rank": scheduler.rank})
+        left = [item for _, item in scheduler.last_queue_left or ()]
+        stopped = scheduler.last_queue_stopped
+        if stopped:  # in the options' words (the queue counts items, not boxes)
+            stopped = (f"time-limit: {o.time_limit:g} s ({stopped})" if o.time_limit
+                       and "second" in stopped else f"max-boxes: {o.max_boxes} ({stopped})")
+        if left:
             log.warning("interval: the search stopped early (%s); %d queued box(es) are kept "
-                        "as undetermined and the paving is incomplete", stopped, left)
-        if isinstance(engine, GpuEngine):
-            engine.release()
-        lower, upper, verdict = search.paving()
+                        "as undetermined and the paving is incomplete", stopped,
+                        sum(len(c) for c in left))
+        paving, statistics = _assemble(model, finished, left, search_lo, search_hi, task)
         seconds = time.perf_counter() - started
-        counts = search.counts
-        statistics = {
-            "complete": stopped is None, "stopped_by": stopped or "",
-            "boxes_evaluated": counts["evaluated"], "boxes_feasible": counts["feasible"],
-            "boxes_rejected": counts["rejected"], "boxes_bisected": counts["bisected"],
-            "boxes_undetermined": counts["undetermined"] + left,
-            "boxes_left_in_queue": left,
-            "boxes_integration_failed": counts["failed"], "boxes_presplit": counts["presplit"],
-            "volume_rejected_proved": search.rejected_volume,
-            "seconds": seconds, "boxes_per_second": counts["evaluated"] / max(seconds, 1e-12),
-            "kernel_seconds": kernel_seconds, "launches": launches, "taylor_steps": steps,
-        }
-        paving = Paving(model.unknown, lower, upper, verdict,
-                        np.stack([search_lo, search_hi], axis=1), float(task.epsilon),
-                        statistics)
-        paving.metadata = {"engine": engine.name, "order": o.order,
+        statistics.update({
+            "complete": not left, "stopped_by": (stopped or "") if left else "",
+            "boxes_presplit": len(first), "seconds": seconds,
+            "boxes_per_second": statistics["boxes_evaluated"] / max(seconds, 1e-12),
+            "launches": len(scheduler.last_queue_batches), "ranks": scheduler.size,
+            "devices": max(len(devices), 1)})
+        paving.statistics = statistics
+        paving.metadata = {"engine": "gpu" if gpu else "native", "order": o.order,
                            "initial_intervals": {k: list(v) for k, v in task.initial.items()},
-                           "measurements": len(measurements), "batch": batch,
+                           "measurements": len(measurements), "chunk": chunk,
                            "kernel": "multi-kernel", "source": source.name}
         self.last_run = dict(statistics)
         return paving
+
+
+class _Engines:
+    """One engine per device (compiled and given the data once), the host's for None."""
+
+    def __init__(self, source, block_size, point, data, limits):
+        self.source, self.block_size = source, block_size
+        self.point, self.data, self.limits = point, data, limits
+        self._engines: dict = {}
+        self._lock = threading.Lock()
+
+    def get(self, device):
+        key = None if device is None else device.index
+        with self._lock:
+            if key not in self._engines:
+                engine = (HostEngine(self.source) if device is None
+                          else GpuEngine(self.source, device, self.block_size))
+                engine.compile()
+                if device is not None:
+                    engine.upload(self.point, self.data)
+                self._engines[key] = engine
+            return self._engines[key]
+
+    def release(self) -> None:
+        for engine in self._engines.values():
+            if isinstance(engine, GpuEngine):
+                engine.release()
+
+
+def _box_bytes(model: IntervalModel, data: Data) -> float:
+    """Device memory of one box in a launch: its bounds in and its verdict out."""
+    return 2 * 8 * len(model.varied) + 1 + 8
+
+
+def _assemble(model, finished, left, search_lo, search_hi, task):
+    """The paving from every chunk's decision, in the queue's id order; the chunks
+    a budget left queued are kept as undetermined."""
+    decisions = [done.result[0] for done in finished]
+    k = len(model.unknown)
+    lower = [d.lower for d in decisions] + [c.lower for c in left]
+    upper = [d.upper for d in decisions] + [c.upper for c in left]
+    kept = [d.kept for d in decisions] + [np.full(len(c), KEPT_UNDETERMINED, np.int8)
+                                          for c in left]
+    counts = {key: sum(d.counts[key] for d in decisions) for key in COUNTS}
+    n_left = sum(len(c) for c in left)
+    statistics = {
+        "boxes_evaluated": counts["evaluated"], "boxes_feasible": counts["feasible"],
+        "boxes_rejected": counts["rejected"], "boxes_bisected": counts["bisected"],
+        "boxes_undetermined": counts["undetermined"] + n_left, "boxes_left_in_queue": n_left,
+        "boxes_integration_failed": counts["failed"],
+        "volume_rejected_proved": float(sum(d.rejected_volume for d in decisions)),
+        "kernel_seconds": float(sum(done.result[1] for done in finished)),
+        "taylor_steps": int(sum(d.steps for d in decisions)),
+    }
+    paving = Paving(model.unknown,
+                    np.concatenate(lower) if lower else np.zeros((0, k)),
+                    np.concatenate(upper) if upper else np.zeros((0, k)),
+                    np.concatenate(kept) if kept else np.zeros(0, np.int8),
+                    np.stack([search_lo, search_hi], axis=1), float(task.epsilon))
+    return paving, statistics
 
 
 def _presplit(option: int, gpu: bool) -> int:

@@ -1,115 +1,63 @@
 """Set inversion via interval analysis (Jaulin and Walter 1993), the host's side:
-a queue of boxes, their verdicts, and bisection.
+what a box's verdict means for the paving, and bisection.
 
 A box found FEASIBLE is kept; REJECTED is dropped (its volume is counted);
 UNDECIDED or FAILED is bisected across its widest edge *relative to the search box*
 (so unknowns of different scales are split fairly) unless every edge is already
-narrower than epsilon, when it is kept as undetermined. Batches go breadth first:
-the frontier grows until it fills the device, and each batch is the oldest boxes.
-Nothing is lost when a budget stops the search: the boxes still queued are kept
-as undetermined and the paving is marked incomplete.
+narrower than epsilon, when it is kept as undetermined. The functions work on
+chunks of boxes (numpy arrays): program.py hands chunks to the scheduler's growing
+queue (one host or GPU thread per device, MPI ranks), and each chunk's decision
+depends on that chunk alone, so the paving is the same however the chunks were
+spread. Nothing is lost when a budget stops the search: the chunks still queued
+are kept as undetermined and the paving is marked incomplete.
 """
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .verdicts import FAILED, FEASIBLE, REJECTED, UNDECIDED
 
+KEPT_FEASIBLE, KEPT_UNDETERMINED = 0, 1  # the Paving's verdict codes
+COUNTS = ("evaluated", "feasible", "rejected", "bisected", "undetermined", "failed")
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Boxes that travel together: lower, upper (m, k)."""
+
+    lower: np.ndarray
+    upper: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.lower)
+
 
 @dataclass
-class Search:
-    lower: np.ndarray  # (k,) the search box
+class Decision:
+    """What the verdicts of one chunk gave: boxes kept (with Paving verdict codes),
+    counts, the volume proved inconsistent, and the halves to check next."""
+
+    lower: np.ndarray
     upper: np.ndarray
-    epsilon: float
-    _queue: deque = field(default_factory=deque, repr=False)
-    kept_lower: list = field(default_factory=list, repr=False)
-    kept_upper: list = field(default_factory=list, repr=False)
-    kept_verdict: list = field(default_factory=list, repr=False)  # 0 feasible, 1 undetermined
-    counts: dict = field(default_factory=lambda: {"evaluated": 0, "feasible": 0,
-                                                  "rejected": 0, "bisected": 0,
-                                                  "undetermined": 0, "failed": 0})
+    kept: np.ndarray  # KEPT_FEASIBLE / KEPT_UNDETERMINED per kept box
+    counts: dict = field(default_factory=dict)
     rejected_volume: float = 0.0
-    #: bisect every box this many times before the first verdict (a device with many
-    #: threads would otherwise wait through the first levels of the search, one box,
-    #: two, four...; the paving is as sound, its feasible boxes may be smaller)
-    presplit: int = 0
+    halves: Chunk | None = None
+    steps: int = 0
 
-    def __post_init__(self):
-        self.lower = np.asarray(self.lower, dtype=np.float64)
-        self.upper = np.asarray(self.upper, dtype=np.float64)
-        self.scale = self.upper - self.lower
-        lower, upper = self.lower[None, :].copy(), self.upper[None, :].copy()
-        for _ in range(int(self.presplit)):
-            splittable = np.any(upper - lower > self.epsilon, axis=1)
-            if not splittable.any():
-                break
-            halves = self._halves(lower[splittable], upper[splittable])
-            lower = np.concatenate([lower[~splittable], halves[0]])
-            upper = np.concatenate([upper[~splittable], halves[1]])
-        self._queue.append((lower, upper))
-        self._queued = len(lower)
-        self.counts["presplit"] = len(lower)
 
-    @property
-    def queued(self) -> int:
-        return self._queued
+@dataclass(frozen=True)
+class Bisection:
+    """How boxes are cut: the search box's widths (the scale of "relative") and
+    epsilon (edges no wider are never cut)."""
 
-    def take(self, count: int) -> tuple[np.ndarray, np.ndarray]:
-        """Up to `count` boxes, oldest first, as (lower, upper) arrays (b, k)."""
-        lows, highs, taken = [], [], 0
-        while self._queue and taken < count:
-            lo, hi = self._queue.popleft()
-            room = count - taken
-            if len(lo) > room:
-                self._queue.appendleft((lo[room:], hi[room:]))
-                lo, hi = lo[:room], hi[:room]
-            lows.append(lo)
-            highs.append(hi)
-            taken += len(lo)
-        self._queued -= taken
-        k = len(self.lower)
-        if not lows:
-            return np.zeros((0, k)), np.zeros((0, k))
-        return np.concatenate(lows), np.concatenate(highs)
+    scale: np.ndarray
+    epsilon: float
 
-    def give(self, lower: np.ndarray, upper: np.ndarray, verdict: np.ndarray) -> None:
-        """The verdicts of boxes taken: keep, drop, or bisect into the queue."""
-        verdict = np.asarray(verdict)
-        self.counts["evaluated"] += len(verdict)
-        feasible = verdict == FEASIBLE
-        rejected = verdict == REJECTED
-        open_ = (verdict == UNDECIDED) | (verdict == FAILED)
-        if np.any(~(feasible | rejected | open_)):
-            raise ValueError(f"unknown verdict codes {sorted(set(verdict[~(feasible | rejected | open_)].tolist()))}")
-        self.counts["failed"] += int((verdict == FAILED).sum())
-        self.counts["feasible"] += int(feasible.sum())
-        self.counts["rejected"] += int(rejected.sum())
-        self.rejected_volume += float(np.prod(upper[rejected] - lower[rejected], axis=1).sum())
-        self._keep(lower[feasible], upper[feasible], 0)
-        lo, hi = lower[open_], upper[open_]
-        width = hi - lo
-        small = np.all(width <= self.epsilon, axis=1)
-        self.counts["undetermined"] += int(small.sum())
-        self._keep(lo[small], hi[small], 1)
-        lo, hi, width = lo[~small], hi[~small], width[~small]
-        if len(lo):
-            axis, middle = self._cut(lo, hi)
-            rows = np.arange(len(lo))
-            stuck = (middle <= lo[rows, axis]) | (middle >= hi[rows, axis])  # no double between
-            if np.any(stuck):
-                self.counts["undetermined"] += int(stuck.sum())
-                self._keep(lo[stuck], hi[stuck], 1)
-                lo, hi = lo[~stuck], hi[~stuck]
-            halves = self._halves(lo, hi)
-            self._queue.append(halves)
-            self._queued += len(halves[0])
-            self.counts["bisected"] += len(lo)
-
-    def _cut(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def cut(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(axis, midpoint) of each box's widest edge relative to the search box,
         among the edges wider than epsilon."""
         width = hi - lo
@@ -118,31 +66,67 @@ class Search:
         rows = np.arange(len(lo))
         return axis, lo[rows, axis] + 0.5 * width[rows, axis]
 
-    def _halves(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Each box split in two at `_cut`; the halves share the midpoint."""
-        axis, middle = self._cut(lo, hi)
+    def halves(self, lo: np.ndarray, hi: np.ndarray, axis, middle) -> Chunk:
+        """Each box split in two at (axis, middle); the halves share the midpoint."""
         rows = np.arange(len(lo))
         left_hi, right_lo = hi.copy(), lo.copy()
         left_hi[rows, axis] = middle
         right_lo[rows, axis] = middle
-        return np.concatenate([lo, right_lo]), np.concatenate([left_hi, hi])
+        return Chunk(np.concatenate([lo, right_lo]), np.concatenate([left_hi, hi]))
 
-    def _keep(self, lower, upper, code: int) -> None:
-        if len(lower):
-            self.kept_lower.append(lower)
-            self.kept_upper.append(upper)
-            self.kept_verdict.append(np.full(len(lower), code, np.int8))
+    def splittable(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        return np.any(hi - lo > self.epsilon, axis=1)
 
-    def stop(self) -> int:
-        """End early: every queued box is kept as undetermined; returns how many."""
-        left = self._queued
-        lo, hi = self.take(left)
-        self._keep(lo, hi, 1)
-        return left
+    def presplit(self, lower: np.ndarray, upper: np.ndarray, times: int) -> Chunk:
+        """The search box bisected `times` times before any verdict (a device with
+        many threads would otherwise wait through the first levels of the search,
+        one box, two, four...; the paving is as sound, feasible boxes may be smaller)."""
+        lo, hi = np.asarray(lower, float)[None, :], np.asarray(upper, float)[None, :]
+        for _ in range(int(times)):
+            split = self.splittable(lo, hi)
+            if not split.any():
+                break
+            axis, middle = self.cut(lo[split], hi[split])
+            halves = self.halves(lo[split], hi[split], axis, middle)
+            lo = np.concatenate([lo[~split], halves.lower])
+            hi = np.concatenate([hi[~split], halves.upper])
+        return Chunk(lo, hi)
 
-    def paving(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        k = len(self.lower)
-        if not self.kept_lower:
-            return np.zeros((0, k)), np.zeros((0, k)), np.zeros(0, np.int8)
-        return (np.concatenate(self.kept_lower), np.concatenate(self.kept_upper),
-                np.concatenate(self.kept_verdict))
+    def decide(self, chunk: Chunk, verdict: np.ndarray) -> Decision:
+        """Keep, drop or bisect each box of `chunk` by its verdict."""
+        lower, upper, verdict = chunk.lower, chunk.upper, np.asarray(verdict)
+        feasible = verdict == FEASIBLE
+        rejected = verdict == REJECTED
+        open_ = (verdict == UNDECIDED) | (verdict == FAILED)
+        unknown = ~(feasible | rejected | open_)
+        if np.any(unknown):
+            raise ValueError(f"unknown verdict codes {sorted(set(verdict[unknown].tolist()))}")
+        counts = dict.fromkeys(COUNTS, 0)
+        counts.update(evaluated=len(verdict), feasible=int(feasible.sum()),
+                      rejected=int(rejected.sum()), failed=int((verdict == FAILED).sum()))
+        lo, hi = lower[open_], upper[open_]
+        small = ~self.splittable(lo, hi)
+        axis, middle = self.cut(lo[~small], hi[~small])
+        rows = np.arange(len(axis))
+        split_lo, split_hi = lo[~small], hi[~small]
+        # no double strictly between the ends: the box cannot shrink, keep it
+        stuck = (middle <= split_lo[rows, axis]) | (middle >= split_hi[rows, axis])
+        undetermined_lo = np.concatenate([lo[small], split_lo[stuck]])
+        undetermined_hi = np.concatenate([hi[small], split_hi[stuck]])
+        counts["undetermined"] = len(undetermined_lo)
+        counts["bisected"] = int((~stuck).sum())
+        halves = self.halves(split_lo[~stuck], split_hi[~stuck], axis[~stuck], middle[~stuck])
+        kept = np.concatenate([np.full(int(feasible.sum()), KEPT_FEASIBLE, np.int8),
+                               np.full(len(undetermined_lo), KEPT_UNDETERMINED, np.int8)])
+        return Decision(np.concatenate([lower[feasible], undetermined_lo]),
+                        np.concatenate([upper[feasible], undetermined_hi]), kept, counts,
+                        float(np.prod(upper[rejected] - lower[rejected], axis=1).sum()),
+                        halves if len(halves) else None)
+
+
+def chunks_of(chunk: Chunk | None, size: int) -> list[Chunk]:
+    """`chunk` cut into chunks of at most `size` boxes."""
+    if chunk is None or not len(chunk):
+        return []
+    return [Chunk(chunk.lower[a:a + size], chunk.upper[a:a + size])
+            for a in range(0, len(chunk), size)]
