@@ -48,13 +48,19 @@ typedef struct {
     ival X[IV_N];           /* box of x at t */
 } iv_state;
 
-/* the scratch a step needs (local memory on the GPU) */
+/* the scratch a step needs (local memory on the GPU); after a step it still holds
+   the step's pieces (Taylor coefficients at the centre, the remainder coefficient,
+   the variational coefficients over the box) and the state it started from, for
+   iv_dense at the data times inside the step */
 typedef struct {
     ival coef[(SBMLGPU_TAYLOR_ORDER + 1) * IV_N];
     ival xv[(SBMLGPU_TAYLOR_ORDER + 1) * IV_NXV];
     ival A[IV_D * IV_D];
     ival Binv[IV_D * IV_D];
     double B1[IV_D * IV_D];
+    ival remainder[IV_N];   /* x_p over the a-priori box (times tau^p at a time tau in) */
+    ival dz[IV_D];          /* z - zhat at the step's start: (X - xhat, Q - qhat) */
+    iv_state start;         /* the state the step started from */
 } iv_scratch;
 
 SBMLGPU_HD double iv_mag(ival a) { return fmax(fabs(a.lo), fabs(a.hi)); }
@@ -190,6 +196,7 @@ SBMLGPU_HD int iv_step(iv_state *s, double t1, const ival *c_box, const ival *c_
     /* 3. the polynomial at the centre; v = u + R */
     ival remainder[IV_N];
     for (int i = 0; i < IV_N; ++i) {
+        w->remainder[i] = coef[p * IV_N + i];
         remainder[i] = iv_mul(coef[p * IV_N + i], Hp);
         /* accuracy, not soundness: a remainder small against the value, or against
            the box's own width (a wide box cannot be tighter than its spread) */
@@ -215,7 +222,7 @@ SBMLGPU_HD int iv_step(iv_state *s, double t1, const ival *c_box, const ival *c_
     iv_taylor_xv(p - 1, xv, c_box, iv_point(s->t));
 
     /* 5. A = S B; the plain mean-value box Xmv = v + S (z - zhat) */
-    ival dz[IV_D];
+    ival *dz = w->dz;
     for (int i = 0; i < IV_N; ++i)
         dz[i] = iv_sub(s->X[i], iv_point(s->zhat[i]));
     for (int j = IV_N; j < IV_D; ++j)
@@ -265,7 +272,8 @@ SBMLGPU_HD int iv_step(iv_state *s, double t1, const ival *c_box, const ival *c_
         }
         r1[i] = sum;
     }
-    /* 6. the new box, and the state */
+    /* 6. the new box, and the state (the old one kept for iv_dense) */
+    w->start = *s;
     for (int i = 0; i < IV_N; ++i) {
         ival sum = iv_point(zhat1[i]);
         for (int k = 0; k < IV_D; ++k)
@@ -283,6 +291,37 @@ SBMLGPU_HD int iv_step(iv_state *s, double t1, const ival *c_box, const ival *c_
         s->B[i] = B1[i];
     s->t = t1;
     return 1;
+}
+
+/* The box of x at start + tau, tau in (0, h] of the step just taken (its pieces are
+   in w): the Taylor polynomial at the centre, the remainder coefficient over the
+   a-priori box (valid at every time of the step) times tau^p, and the Jacobian of the
+   polynomial at tau applied in Lohner's coordinates (start B, r), intersected with
+   the plain mean-value form. Data times inside a step cost this, not a step. */
+SBMLGPU_HD void iv_dense(const iv_scratch *w, double t_at, ival *X)
+{
+    const int p = SBMLGPU_TAYLOR_ORDER;
+    const iv_state *s0 = &w->start;
+    ival tau = iv_sub(iv_point(t_at), iv_point(s0->t));
+    ival taup = iv_powi(tau, p);
+    for (int i = 0; i < IV_N; ++i) {
+        ival v = iv_add(iv_horner(w->coef + i, IV_N, p, tau), iv_mul(w->remainder[i], taup));
+        ival row[IV_D];
+        ival plain = v;
+        for (int j = 0; j < IV_D; ++j) {
+            row[j] = iv_horner(w->xv + IV_N + i * IV_D + j, IV_NXV, p, tau);
+            plain = iv_add(plain, iv_mul(row[j], w->dz[j]));
+        }
+        ival lohner = v;
+        for (int k = 0; k < IV_D; ++k) {
+            ival a = iv_point(0.0);
+            for (int j = 0; j < IV_D; ++j)
+                a = iv_add(a, iv_mul(row[j], iv_point(s0->B[j * IV_D + k])));
+            lohner = iv_add(lohner, iv_mul(a, s0->r[k]));
+        }
+        ival box = iv_intersect(lohner, plain);
+        X[i] = (box.lo <= box.hi) ? box : iv_entire();  /* never empty when sound */
+    }
 }
 
 /* The data and limits every box is checked against: times[m] ascending, measurements
@@ -338,7 +377,9 @@ SBMLGPU_HD int iv_box_start(iv_box *b, const double *q_lo, const double *q_hi,
     b->m = 0;
     b->inside = 1;
     b->halvings = 0;
-    b->h_next = P->max_step > 0.0 ? P->max_step : INFINITY;
+    /* a first try: the halvings find the step the a-priori enclosure allows */
+    double span = P->n_times > 0 ? P->times[P->n_times - 1] : 0.0;
+    b->h_next = P->max_step > 0.0 ? P->max_step : (span > 0.0 ? span / 64.0 : INFINITY);
     b->steps = 0;
     for (int i = 0; i < IV_D; ++i) {
         ival box = i < IV_N ? s->X[i] : b->c_box[iv_varied(i - IV_N)];
@@ -357,10 +398,10 @@ SBMLGPU_HD int iv_box_start(iv_box *b, const double *q_lo, const double *q_hi,
    wider than P->wide times its data interval (its halves are checked anyway, with
    tighter enclosures; carrying such a box on could only find a rejection that wide
    enclosures rarely give); else IV_RUNNING (b->inside cleared when one is not inside). */
-SBMLGPU_HD int iv_box_compare(iv_box *b, const iv_problem *P, int m)
+SBMLGPU_HD int iv_box_compare(iv_box *b, const iv_problem *P, int m, const ival *X)
 {
     ival y[IV_NY > 0 ? IV_NY : 1];
-    iv_outputs(b->s.X, b->c_box, iv_point(P->times[m]), y);
+    iv_outputs(X, b->c_box, iv_point(P->times[m]), y);
     for (int k = P->first[m]; k < P->first[m + 1]; ++k) {
         ival data = iv_make(P->lower[k], P->upper[k]);
         ival value = y[P->output[k]];
@@ -385,38 +426,48 @@ SBMLGPU_HD int iv_box_advance(iv_box *b, const iv_problem *P, long long budget,
 {
     iv_state *s = &b->s;
     double limit = P->max_step > 0.0 ? P->max_step : INFINITY;
+    double last = P->n_times > 0 ? P->times[P->n_times - 1] : 0.0;
     int verdict = IV_RUNNING;
     while (verdict == IV_RUNNING && b->m < P->n_times) {
-        double target = P->times[b->m];
-        if (s->t < target) {
-            if (budget-- <= 0)
-                return IV_RUNNING;
-            double h = fmin(b->h_next, target - s->t);
-            double t1 = h >= target - s->t ? target : s->t + h;
-            /* the last halving accepts any remainder: the step is sound anyway */
-            double tolerance = b->halvings < P->max_halvings ? P->tolerance : INFINITY;
-            int ok = t1 > s->t ? iv_step(s, t1, b->c_box, b->c_mid, tolerance, w) : -1;
-            if (ok == 1) {
-                ++b->steps;
-                b->halvings = 0;
-                b->h_next = fmin(2.0 * h, limit);
-            } else if (ok == 0 && b->halvings < P->max_halvings) {
-                ++b->halvings;
-                b->h_next = 0.5 * h;
-            } else {
-                verdict = IV_FAILED;
+        /* the data times reached: at the state's own time its box, earlier ones (inside
+           the step just taken) by dense output */
+        if (P->times[b->m] <= s->t) {
+            ival dense[IV_N];
+            const ival *X = s->X;
+            if (P->times[b->m] < s->t) {
+                iv_dense(w, P->times[b->m], dense);
+                X = dense;
             }
-            if (verdict == IV_RUNNING && b->steps >= P->max_steps)
-                verdict = IV_FAILED;
+            if (record) {
+                for (int i = 0; i < IV_N; ++i)
+                    record[b->m * IV_N + i] = X[i];
+            } else {
+                verdict = iv_box_compare(b, P, b->m, X);
+            }
+            ++b->m;
             continue;
         }
-        if (record) {
-            for (int i = 0; i < IV_N; ++i)
-                record[b->m * IV_N + i] = s->X[i];
+        /* a step towards the last data time, as long as the a-priori enclosure and the
+           remainder's tolerance allow: the data times it passes cost iv_dense only */
+        if (budget-- <= 0)
+            return IV_RUNNING;
+        double h = fmin(b->h_next, last - s->t);
+        double t1 = h >= last - s->t ? last : s->t + h;
+        /* the last halving accepts any remainder: the step is sound anyway */
+        double tolerance = b->halvings < P->max_halvings ? P->tolerance : INFINITY;
+        int ok = t1 > s->t ? iv_step(s, t1, b->c_box, b->c_mid, tolerance, w) : -1;
+        if (ok == 1) {
+            ++b->steps;
+            b->halvings = 0;
+            b->h_next = fmin(2.0 * h, limit);
+        } else if (ok == 0 && b->halvings < P->max_halvings) {
+            ++b->halvings;
+            b->h_next = 0.5 * h;
         } else {
-            verdict = iv_box_compare(b, P, b->m);
+            verdict = IV_FAILED;
         }
-        ++b->m;
+        if (verdict == IV_RUNNING && b->steps >= P->max_steps)
+            verdict = IV_FAILED;
     }
     if (record && verdict == IV_FAILED)
         for (int m = b->m; m < P->n_times; ++m)  /* not reached */
