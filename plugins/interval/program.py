@@ -5,9 +5,12 @@
    mean-value form's dimension (model.py).
 2. The kernel: Taylor, initial-value and output functions generated for this model
    and these inputs (kernels.py), compiled for the GPU or the host.
-3. SIVIA (sivia.py): batches of boxes, breadth first, each box's verdict from the
-   kernel; feasible kept, rejected dropped, the rest bisected down to epsilon.
-   A box or time budget stops the search with the queue kept as undetermined.
+3. SIVIA (sivia.py): on a GPU by default the persistent kernel (persistent.py: the
+   whole search on the device, the host relaunching when a queue fills); else
+   (--kernel multi, and always on the host) batches of boxes, breadth first, each
+   box's verdict from the kernel and the bisection on the host. Feasible kept,
+   rejected dropped, the rest bisected down to epsilon. A box or time budget stops
+   the search with the queue kept as undetermined.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import logging
 import math
 import os
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -30,10 +34,11 @@ from sbmlgpu.tasks import Estimation
 from sbmlgpu.views.ode import OdeSystem
 
 from .engines import Data, GpuEngine, HostEngine, Limits
-from .kernels import interval_source
+from .kernels import interval_source, persistent_source
 from .model import IntervalModel
 from .options import IntervalOptions
-from .sivia import Search
+from .persistent import PersistentEngine, QueueSettings
+from .sivia import Budget, Search
 
 log = logging.getLogger("sbmlgpu.interval")
 GPU_BATCH = 65_536
@@ -102,11 +107,17 @@ class IntervalProgram(Program):
                                  measurements.ids)
         point = _point_values(model, task)
         data = _data(measurements, model)
+        kernel = self.kernel
         with phase(profiler, "generate kernels"):
-            source = interval_source(model, o.order)
+            source = (persistent_source if kernel == "persistent" else interval_source)(
+                model, o.order)
         self._sources[source.name] = source.text
-        engine = (GpuEngine(source, self.device, o.block_size) if self.device is not None
-                  else HostEngine(source))
+        if kernel == "persistent":
+            engine = PersistentEngine(source, self.device, o.block_size)
+        elif self.device is not None:
+            engine = GpuEngine(source, self.device, o.block_size)
+        else:
+            engine = HostEngine(source)
         with phase(profiler, "compile"):
             engine.compile()
         limits = _limits(o, float(task.epsilon))
@@ -116,32 +127,24 @@ class IntervalProgram(Program):
         fixed_hi = np.array([task.initial[i][1] for i in model.initial])
         search = Search(search_lo, search_hi, float(task.epsilon),
                         presplit=_presplit(o.presplit, self.device is not None))
-        batch = o.batch or (GPU_BATCH if self.device is not None
-                            else HOST_BATCH_PER_CORE * (os.cpu_count() or 1))
-        kernel_seconds, launches, steps = 0.0, 0, 0
-        stopped = None
+        budget = Budget(int(o.max_boxes), float(o.time_limit), started)
         with Progress(1, enabled=bool(getattr(task, "progress", True)),
                       desc="boxes") as bar:
-            while search.queued:
-                evaluated = search.counts["evaluated"]
-                if evaluated >= o.max_boxes:
-                    stopped = f"max-boxes: {evaluated} boxes evaluated"
-                elif o.time_limit and time.perf_counter() - started > o.time_limit:
-                    stopped = f"time-limit: {o.time_limit:g} s"
-                if stopped:
-                    break
-                lo, hi = search.take(min(batch, o.max_boxes - evaluated))
-                lows = np.hstack([lo, np.broadcast_to(fixed_lo, (len(lo), len(fixed_lo)))])
-                highs = np.hstack([hi, np.broadcast_to(fixed_hi, (len(hi), len(fixed_hi)))])
+            def progress(grown: int, evaluated: int) -> None:
+                bar.grow(grown, search.queued)
+                bar.advance(evaluated)
+
+            if kernel == "persistent":
                 with phase(profiler, "verdicts"):
-                    verdicts = engine.check(lows, highs, point, data, limits)
-                kernel_seconds += verdicts.seconds
-                launches += 1
-                steps += int(verdicts.steps.sum())
-                before = search.queued
-                search.give(lo, hi, verdicts.verdict)
-                bar.grow(search.queued - before, search.queued)
-                bar.advance(len(lo))
+                    done = engine.search(search, fixed_lo, fixed_hi, point, data, limits,
+                                         QueueSettings.of(o), budget, progress)
+            else:
+                done = _multi_loop(engine, search, fixed_lo, fixed_hi, point, data, limits,
+                                   budget, o.batch or (
+                                       GPU_BATCH if self.device is not None
+                                       else HOST_BATCH_PER_CORE * (os.cpu_count() or 1)),
+                                   progress, profiler)
+        stopped = done.stopped
         left = search.stop() if stopped else 0
         if stopped:
             log.warning("interval: the search stopped early (%s); %d queued box(es) are kept "
@@ -160,17 +163,67 @@ class IntervalProgram(Program):
             "boxes_integration_failed": counts["failed"], "boxes_presplit": counts["presplit"],
             "volume_rejected_proved": search.rejected_volume,
             "seconds": seconds, "boxes_per_second": counts["evaluated"] / max(seconds, 1e-12),
-            "kernel_seconds": kernel_seconds, "launches": launches, "taylor_steps": steps,
+            "kernel_seconds": done.kernel_seconds, "launches": done.launches,
+            "taylor_steps": done.steps,
         }
+        metadata = {"engine": engine.name, "order": o.order,
+                    "initial_intervals": {k: list(v) for k, v in task.initial.items()},
+                    "measurements": len(measurements), "kernel": kernel,
+                    "source": source.name}
+        if kernel == "persistent":
+            statistics["boxes_split_eagerly"] = done.split
+            metadata.update(grid=done.grid, block=done.block, queue_capacity=done.capacity,
+                            launches_ended_by=dict(done.ended_by))
+        else:
+            metadata["batch"] = done.batch
         paving = Paving(model.unknown, lower, upper, verdict,
                         np.stack([search_lo, search_hi], axis=1), float(task.epsilon),
                         statistics)
-        paving.metadata = {"engine": engine.name, "order": o.order,
-                           "initial_intervals": {k: list(v) for k, v in task.initial.items()},
-                           "measurements": len(measurements), "batch": batch,
-                           "kernel": "multi-kernel", "source": source.name}
+        paving.metadata = metadata
         self.last_run = dict(statistics)
         return paving
+
+    @property
+    def kernel(self) -> str:
+        """The SIVIA loop that runs: `persistent` (a GPU, unless --kernel multi) or
+        `multi` (the host always: its OpenMP build checks batches)."""
+        if self.device is None or self.options.kernel == "multi":
+            return "multi"
+        return "persistent"
+
+
+@dataclass
+class MultiRun:
+    """What the multi-kernel loop did (the paving's statistics)."""
+
+    batch: int
+    launches: int = 0
+    kernel_seconds: float = 0.0
+    steps: int = 0
+    stopped: str | None = None
+
+
+def _multi_loop(engine, search: Search, fixed_lo, fixed_hi, point, data: Data,
+                limits: Limits, budget: Budget, batch: int, progress, profiler) -> MultiRun:
+    """SIVIA with the host bisecting: batches of the oldest boxes, one launch (or one
+    host call) each for their verdicts."""
+    run = MultiRun(batch)
+    while search.queued:
+        run.stopped = budget.exceeded(search)
+        if run.stopped:
+            break
+        lo, hi = search.take(min(batch, budget.boxes_left(search)))
+        lows = np.hstack([lo, np.broadcast_to(fixed_lo, (len(lo), len(fixed_lo)))])
+        highs = np.hstack([hi, np.broadcast_to(fixed_hi, (len(hi), len(fixed_hi)))])
+        with phase(profiler, "verdicts"):
+            verdicts = engine.check(lows, highs, point, data, limits)
+        run.kernel_seconds += verdicts.seconds
+        run.launches += 1
+        run.steps += int(verdicts.steps.sum())
+        before = search.queued
+        search.give(lo, hi, verdicts.verdict)
+        progress(search.queued - before, len(lo))
+    return run
 
 
 def _presplit(option: int, gpu: bool) -> int:

@@ -12,6 +12,7 @@ as undetermined and the paving is marked incomplete.
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -127,11 +128,34 @@ class Search:
         right_lo[rows, axis] = middle
         return np.concatenate([lo, right_lo]), np.concatenate([left_hi, hi])
 
-    def _keep(self, lower, upper, code: int) -> None:
+    def _keep(self, lower, upper, code) -> None:
         if len(lower):
             self.kept_lower.append(lower)
             self.kept_upper.append(upper)
-            self.kept_verdict.append(np.full(len(lower), code, np.int8))
+            self.kept_verdict.append(np.broadcast_to(np.asarray(code, np.int8),
+                                                     (len(lower),)).copy())
+
+    # What a device that runs SIVIA itself (persistent.py) hands back between launches:
+    # boxes still to check, boxes kept (codes as kept_verdict), and its counters.
+
+    def put(self, lower: np.ndarray, upper: np.ndarray) -> None:
+        """Queue boxes to check (b, k)."""
+        if len(lower):
+            self._queue.append((np.asarray(lower, np.float64), np.asarray(upper, np.float64)))
+            self._queued += len(lower)
+
+    def keep(self, lower: np.ndarray, upper: np.ndarray, code) -> None:
+        """Keep boxes with their codes (0 feasible, 1 undetermined; one or one each)."""
+        code = np.asarray(code)
+        if np.any((code != 0) & (code != 1)):
+            raise ValueError(f"kept boxes need codes 0 or 1, got {sorted(set(code.ravel().tolist()))}")
+        self._keep(np.asarray(lower, np.float64), np.asarray(upper, np.float64), code)
+
+    def tally(self, counts: dict, rejected_volume: float) -> None:
+        """Add counters of verdicts computed elsewhere (the keys of `counts`)."""
+        for key, value in counts.items():
+            self.counts[key] += int(value)
+        self.rejected_volume += float(rejected_volume)
 
     def stop(self) -> int:
         """End early: every queued box is kept as undetermined; returns how many."""
@@ -146,3 +170,31 @@ class Search:
             return np.zeros((0, k)), np.zeros((0, k)), np.zeros(0, np.int8)
         return (np.concatenate(self.kept_lower), np.concatenate(self.kept_upper),
                 np.concatenate(self.kept_verdict))
+
+
+@dataclass(frozen=True)
+class Budget:
+    """When a search stops early: boxes evaluated (max_boxes) or seconds since
+    `started` (time_limit, 0: none), as the --max-boxes and --time-limit options say."""
+
+    max_boxes: int
+    time_limit: float
+    started: float
+
+    def exceeded(self, search: Search) -> str | None:
+        """Why the search must stop now (the paving's stopped_by), or None."""
+        evaluated = search.counts["evaluated"]
+        if evaluated >= self.max_boxes:
+            return f"max-boxes: {evaluated} boxes evaluated"
+        if self.time_limit and time.perf_counter() - self.started > self.time_limit:
+            return f"time-limit: {self.time_limit:g} s"
+        return None
+
+    def boxes_left(self, search: Search) -> int:
+        return max(0, self.max_boxes - search.counts["evaluated"])
+
+    def seconds_left(self) -> float | None:
+        """None: no time limit."""
+        if not self.time_limit:
+            return None
+        return max(0.0, self.time_limit - (time.perf_counter() - self.started))
