@@ -192,7 +192,9 @@ class PersistentEmulator(FakeKernel):
 
         if 0 < int(slice_ns) < self.box_ns:  # the slice ends before any box does
             stop(4)
-        while ctl[P.CTL_HEAD] < ctl[P.CTL_TAIL] and not ctl[P.CTL_STOP]:
+        out_of_tickets = False
+        while ctl[P.CTL_HEAD] < ctl[P.CTL_TAIL] and not ctl[P.CTL_STOP] \
+                and not out_of_tickets and ctl[P.CTL_STARTED] < box_limit:
             head, tail = int(ctl[P.CTL_HEAD]), int(ctl[P.CTL_TAIL])
             got = min(lanes, tail - head)
             assert flags[head:head + got].all(), "a slot read before it was written"
@@ -201,13 +203,10 @@ class PersistentEmulator(FakeKernel):
             ctl[P.CTL_STARTED] = ticket + got
             allowed = max(0, min(got, int(box_limit) - ticket))
             lo, hi = qlo[head:head + got].copy(), qhi[head:head + got].copy()
-            for k in range(allowed, got):
+            for k in range(allowed, got):  # past the limit: no stop, the host's boxes
                 spill(lo[k], hi[k], P.SPILL_QUEUED)
-            if allowed < got:
-                stop(3)
+            out_of_tickets = allowed < got  # those begun are finished, then it ends
             lo, hi = lo[:allowed], hi[:allowed]
-            if not allowed:
-                break
             checked = self.checker.check(np.hstack([lo, np.broadcast_to(flo, (allowed, nf))]),
                                          np.hstack([hi, np.broadcast_to(fhi, (allowed, nf))]),
                                          c, data, limits)
@@ -264,8 +263,9 @@ class PersistentEmulator(FakeKernel):
         for k, name in enumerate(P.COUNTERS):
             ctl[P.CTL_COUNTERS + k] = counts[name]
         ctl[P.CTL_STEPS] = int(steps)
-        if not ctl[P.CTL_STOP]:
-            ctl[P.CTL_ACTIVE] = 0
+        if not ctl[P.CTL_STOP]:  # what is left: the queue's unread slots, the spill
+            ctl[P.CTL_ACTIVE] = int(ctl[P.CTL_TAIL] - ctl[P.CTL_HEAD]) + sum(
+                code == P.SPILL_QUEUED for _, _, code in spilled)
         volume_buf.view(np.float64, 1)[0] = volume
 
 
@@ -344,16 +344,20 @@ def test_host_loop_gives_the_multi_paving(lv_multi, capacity):
 
 
 @needs_host
-def test_max_boxes_stops_with_nothing_lost():
+@pytest.mark.parametrize("capacity", [64, 0])
+def test_max_boxes_stops_with_nothing_lost(capacity):
     unknown = {"p2": (-1, 1), "p4": (-1, 1)}
     device = emulating_device(LV, ("p2", "p4"))
     paving = run_estimation(device, lv_rows(), unknown, 0.02, eager_create=False,
-                            queue_capacity=64, block_size=32, max_boxes=150,
+                            queue_capacity=capacity, block_size=32, max_boxes=150,
                             presplit=PRESPLIT)
     s = paving.statistics
     assert not s["complete"] and s["stopped_by"].startswith("max-boxes")
     assert s["boxes_evaluated"] == 150 and s["boxes_left_in_queue"] > 0
-    assert device.emulator.arguments[-1]["box_limit"] < 150  # what was left of it
+    if capacity:  # relaunches: each launch may begin what is left of the limit
+        assert device.emulator.arguments[-1]["box_limit"] < 150
+    else:  # one launch that begins 150 boxes, finishes them, and hands the rest back
+        assert paving.metadata["launches_ended_by"] == {"box limit": 1}
     kept = float(np.prod(paving.upper - paving.lower, axis=1).sum())
     assert kept + s["volume_rejected_proved"] == pytest.approx(4.0, rel=1e-12)
     undetermined = paving.verdict == 1

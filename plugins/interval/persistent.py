@@ -30,7 +30,8 @@ COUNTERS = ("evaluated", "feasible", "rejected", "bisected", "undetermined", "fa
 CTL_COUNTERS = 7  # the first of COUNTERS, then steps and split
 CTL_STEPS, CTL_SPLIT = CTL_COUNTERS + len(COUNTERS), CTL_COUNTERS + len(COUNTERS) + 1
 CTL_WORDS = CTL_SPLIT + 1
-STOPS = {1: "queue full", 2: "output full", 3: "box limit", 4: "time slice"}  # IV_STOP_*
+STOPS = {1: "queue full", 2: "output full", 4: "time slice"}  # IV_STOP_*
+BOX_LIMIT = 3  # not a stop: the kernel began all the boxes it could and finished them
 SPILL_QUEUED = -1  # IV_SPILL_QUEUED: a box to check again (0, 1: kept)
 
 DEFAULT_CAPACITY = 1 << 22
@@ -145,6 +146,7 @@ class PersistentEngine(DeviceBuild):
         ctl[CTL_TAIL] = ctl[CTL_ACTIVE] = n
         device.upload(buffers.ctl, ctl)
         device.upload(buffers.volume, np.zeros(1))
+        box_limit = budget.boxes_left(search)
         slices = [s for s in (run.slice_seconds or None, budget.seconds_left())
                   if s is not None]
         slice_ns = max(1, int(min(slices) * 1e9)) if slices else 0
@@ -157,7 +159,7 @@ class PersistentEngine(DeviceBuild):
                 upper, np.float64(limits.wide), np.float64(limits.max_step),
                 np.float64(limits.tolerance),
                 np.int32(limits.max_halvings),
-                np.int64(limits.max_steps), np.uint64(budget.boxes_left(search)),
+                np.int64(limits.max_steps), np.uint64(box_limit),
                 np.int64(settings.step_budget), np.int32(settings.fetch_idle),
                 np.int32(1 if settings.eager_create else 0),
                 np.int64(slice_ns)]
@@ -172,8 +174,10 @@ class PersistentEngine(DeviceBuild):
         run.steps += int(ctl[CTL_STEPS])
         run.split += int(ctl[CTL_SPLIT])
         reason = int(ctl[CTL_STOP])
+        if not reason and int(ctl[CTL_STARTED]) >= box_limit and drained:
+            reason = BOX_LIMIT
         if reason:
-            name = STOPS.get(reason, f"code {reason}")
+            name = "box limit" if reason == BOX_LIMIT else STOPS.get(reason, f"code {reason}")
             run.ended_by[name] = run.ended_by.get(name, 0) + 1
         if STOPS.get(reason) == "time slice" and not counts["evaluated"]:
             # no box finished in a slice: a longer one, or the search would never end
@@ -220,8 +224,8 @@ def _check_launch(given: int, ctl: np.ndarray, queued_again: int, reason: int) -
         raise DeviceError(f"persistent kernel: {given} boxes given and {made - given} made, "
                           f"but {evaluated} evaluated and {queued_again} handed back")
     if not reason and (queued_again or ctl[CTL_ACTIVE]):
-        raise DeviceError(f"persistent kernel: ended without a stop but left {queued_again} "
-                          f"box(es) ({int(ctl[CTL_ACTIVE])} active)")
+        raise DeviceError(f"persistent kernel: ended without a stop or the box limit but "
+                          f"left {queued_again} box(es) ({int(ctl[CTL_ACTIVE])} active)")
 
 
 class _Buffers:

@@ -18,9 +18,14 @@
     output, boxes taken beyond the box limit, boxes held when the kernel stops) goes
     to spill_* (code IV_SPILL_QUEUED: to be checked again; 0 or 1: kept), which has
     2 rows per thread: no lane ever spills more than two boxes in a launch.
-  - an early stop (ctl[IV_CTL_STOP] = IV_STOP_*): every lane spills the box it holds
-    (its progress is lost: the box starts again from t = 0 next launch) and exits; the
-    host reads the output, the spill and the queue's slots [head, tail), and relaunches.
+  - an early stop (ctl[IV_CTL_STOP] = IV_STOP_*: the queue or the output is full, or
+    the time slice is over): every lane spills the box it holds (its progress is lost:
+    the box starts again from t = 0 next launch) and exits; the host reads the output,
+    the spill and the queue's slots [head, tail), and relaunches.
+  - the box limit (box_limit tickets, ctl[IV_CTL_STARTED]): no stop; warps begin no
+    more boxes, finish those they hold and exit, so that every ticket becomes an
+    evaluation (a stop would throw boxes in progress away and the next launch, with
+    the same tickets, could do the same for ever). The boxes left are the host's.
 
   Memory ordering (why nothing is read before it is written):
   - a box in the queue: the writer stores it (__stcg: to L2), __threadfence(), then
@@ -57,8 +62,7 @@
 
 #define IV_STOP_QUEUE_FULL 1
 #define IV_STOP_OUTPUT_FULL 2
-#define IV_STOP_BOX_LIMIT 3
-#define IV_STOP_TIME 4
+#define IV_STOP_TIME 4   /* (3: the box limit, which ends a launch without a stop) */
 
 #define IV_SPILL_QUEUED (-1)   /* a box still to be checked (kept: 0 or 1) */
 #define IV_KEPT_FEASIBLE 0
@@ -209,6 +213,7 @@ extern "C" __global__ void iv_persistent(
     double lo[IV_NU], hi[IV_NU];
     int have = 0;                 /* this lane holds the box (lo, hi) */
     int verdict = IV_RUNNING;     /* its verdict, once known */
+    int out_of_tickets = 0;       /* this warp saw the box limit reached (warp-uniform) */
     unsigned long long evaluated = 0, feasible = 0, rejected = 0, bisected = 0,
                        undetermined = 0, failed = 0, steps = 0, split = 0;
     double volume = 0.0;          /* of the boxes rejected */
@@ -230,23 +235,29 @@ extern "C" __global__ void iv_persistent(
             break;
         }
 
-        /* 2. fetch: when enough lanes are idle, one reservation for the warp */
+        /* 2. fetch: when enough lanes are idle, one reservation for the warp. Tickets:
+              evaluations begun never pass box_limit; once they run out the warp fetches
+              no more (it finishes what it holds and exits: boxes in progress are not
+              thrown away, so that a launch at the limit still gets its boxes done). */
         unsigned idle = __ballot_sync(IV_FULL_WARP, !have);
-        if (__popc(idle) >= fetch_idle) {
+        if (!out_of_tickets && __popc(idle) >= fetch_idle) {
             unsigned long long base = 0, got = 0, allowed = 0;
+            int none_left = 0;
             if (lane == 0) {
-                base = iv_reserve(&ctl[IV_CTL_HEAD], __popc(idle), &ctl[IV_CTL_TAIL], 0, 0,
-                                  &got);
-                if (got) {  /* tickets: evaluations begun never pass box_limit */
+                none_left = iv_read(&ctl[IV_CTL_STARTED]) >= box_limit;
+                if (!none_left)
+                    base = iv_reserve(&ctl[IV_CTL_HEAD], __popc(idle), &ctl[IV_CTL_TAIL], 0,
+                                      0, &got);
+                if (got) {
                     unsigned long long ticket = atomicAdd(&ctl[IV_CTL_STARTED], got);
                     allowed = ticket >= box_limit ? 0 : min(got, box_limit - ticket);
-                    if (allowed < got)
-                        iv_request_stop(ctl, IV_STOP_BOX_LIMIT);
+                    none_left = allowed < got;
                 }
             }
             base = __shfl_sync(IV_FULL_WARP, base, 0);
             got = __shfl_sync(IV_FULL_WARP, got, 0);
             allowed = __shfl_sync(IV_FULL_WARP, allowed, 0);
+            out_of_tickets = __shfl_sync(IV_FULL_WARP, none_left, 0);
             int rank = __popc(idle & below);
             if (!have && rank < (int)got) {
                 unsigned long long slot = base + rank;
@@ -260,12 +271,11 @@ extern "C" __global__ void iv_persistent(
                 if (rank < (int)allowed) {
                     have = 1;
                     verdict = iv_start_searched(&box, lo, hi, fixed_lo, fixed_hi, point, &P);
-                } else {  /* past the box limit: back to the host, unchecked */
+                } else {  /* past the box limit: back to the host, unchecked (once a
+                             launch: this warp fetches no more) */
                     iv_spill(ctl, spill_lo, spill_hi, spill_code, lo, hi, IV_SPILL_QUEUED);
                 }
             }
-            if (allowed < got)
-                continue;  /* the stop is set: step 1 spills and exits */
         }
 
         /* 3. eager create: the queue is dry and lanes are idle while others are busy:
@@ -319,11 +329,13 @@ extern "C" __global__ void iv_persistent(
             }
         }
 
-        /* 4. termination: no lane holds a box; exit when no box exists anywhere */
+        /* 4. termination: no lane holds a box; exit when no box exists anywhere, or
+              when no box may be begun (the boxes left are the host's) */
         if (__ballot_sync(IV_FULL_WARP, have) == 0) {
             int done = 0;
             if (lane == 0)
-                done = iv_read(&ctl[IV_CTL_ACTIVE]) == 0;
+                done = out_of_tickets || iv_read(&ctl[IV_CTL_STARTED]) >= box_limit
+                       || iv_read(&ctl[IV_CTL_ACTIVE]) == 0;
             if (__shfl_sync(IV_FULL_WARP, done, 0))
                 break;
             __nanosleep(256);  /* others are busy: their halves may come */
