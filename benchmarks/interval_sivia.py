@@ -230,8 +230,9 @@ def main(argv=None) -> None:
     choices = kernel_choices()
     if args.kernels and choices is None:
         sys.exit(f"the interval backend has no option {KERNEL_OPTION!r}: leave out --kernels")
-    kernels = args.kernels or choices or [None]
     device = gpu_device(args.cpu)
+    # the host engine runs one loop whatever the option says: one row, not one a kernel
+    kernels = args.kernels or (choices if device is not None else None) or [None]
     out = Path(args.out)
     data = Path(args.data) if args.data else out / "interval_data"
     if args.data is None:

@@ -53,7 +53,8 @@ def test_gpu_paving_equals_the_host_paving(gpu_device, tmp_path, case):
         path, truth = SEIR, [0.1, 0.4]
     # the same presplit on both (its default depends on the device)
     runs = {device: sbmlgpu.estimate(str(path), "interval", data=str(data), progress=False,
-                                     device=device, options={"presplit": 6}, **settings)
+                                     device=device, options={"presplit": 6, "kernel": "multi"},
+                                     **settings)
             for device in (gpu_device.index, "cpu")}
     gpu, cpu = runs[gpu_device.index], runs["cpu"]
     assert gpu.metadata["engine"] == "gpu" and cpu.metadata["engine"] == "native"

@@ -19,8 +19,9 @@ class IntervalBackend(Backend):
     name = "interval"
     description = ("parameter estimation from bounded-error data: a paving of the "
                    "unknowns by set inversion (SIVIA) over guaranteed interval Taylor "
-                   "enclosures, one box per GPU thread (CPU: the same kernel built for "
-                   "the host with directed rounding)")
+                   "enclosures: on a GPU the whole search in one persistent kernel over "
+                   "a device box queue (or one box per thread and launch, --kernel multi); "
+                   "CPU: the same enclosures built for the host with directed rounding)")
     options_class = IntervalOptions
     tasks = (Estimation,)
 

@@ -98,8 +98,10 @@ class HostEngine:
         return Verdicts(verdict, steps, time.perf_counter() - start, boxes)
 
 
-class GpuEngine:
-    name = "gpu"
+class DeviceBuild:
+    """A kernel source built for a GPU, and the inputs every launch shares (the point
+    values and the data), uploaded once: what both GPU engines (this file's and
+    persistent.py's) need."""
 
     def __init__(self, source: IntervalSource, device, block_size: int):
         self.source = source
@@ -126,6 +128,12 @@ class GpuEngine:
         for buffer in self._static or ():
             buffer.free()
         self._static = None
+
+
+class GpuEngine(DeviceBuild):
+    """One thread per box, one launch per batch (the multi-kernel scheme)."""
+
+    name = "gpu"
 
     def check(self, lower, upper, point, data: Data, limits: Limits,
               record: bool = False) -> Verdicts:

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 from sbmlgpu.backend import BackendOptions, option
 
+KERNELS = ("persistent", "multi")
+
 
 @dataclass
 class IntervalOptions(BackendOptions):
@@ -31,16 +33,39 @@ class IntervalOptions(BackendOptions):
                                "verdicts, so that the first launch fills the device "
                                "(-1: 15 on a GPU, up to 4 boxes per core on the host)",
                            minimum=-1, maximum=30)
-    batch: int = option(0, "boxes per work item of the queue (a launch takes one or "
-                           "more; 0: 4,096 on a GPU, 16 per core on the host)", minimum=0)
+    batch: int = option(0, "multi loop: boxes per work item of the queue (a launch takes "
+                           "one or more; 0: 4,096 on a GPU, 16 per core on the host)",
+                        minimum=0)
     max_boxes: int = option(50_000_000, "boxes handed out before the search stops (in "
                                         "whole work items, see --batch); what is still "
                                         "queued is kept as undetermined and the paving is "
-                                        "marked incomplete", minimum=1)
+                                        "marked incomplete (the persistent kernel counts "
+                                        "boxes)", minimum=1)
     time_limit: float = option(0.0, "seconds before the search stops, as --max-boxes "
                                     "(0: none)", minimum=0.0)
     mpi: bool = option(False, "share the boxes between MPI ranks (run the command under "
                               "mpirun; rank 0 keeps the queue, every rank checks boxes on its "
                               "GPU or its cores, rank 0 writes the paving)")
-    block_size: int = option(64, "threads per block of the GPU kernel", minimum=32,
-                             maximum=1024)
+    block_size: int = option(64, "threads per block of the GPU kernel (the persistent "
+                                 "kernel: a multiple of 32)", minimum=32, maximum=1024)
+    kernel: str = option("persistent", "the GPU's SIVIA: persistent (the whole search in "
+                                       "one kernel over a device box queue) or multi (one "
+                                       "launch per batch, the host bisects); the host path "
+                                       "always runs the multi loop", choices=KERNELS)
+    eager_fetch: bool = option(True, "persistent kernel: a warp fetches boxes as soon as "
+                                     "--fetch-idle of its lanes are idle (busy lanes pause); "
+                                     "off: only when all 32 are")
+    fetch_idle: int = option(8, "persistent kernel, eager fetch: idle lanes (of a warp's "
+                                "32) that make the warp fetch", minimum=1, maximum=32)
+    step_budget: int = option(8, "persistent kernel: Taylor steps a lane tries before its "
+                                 "warp looks for idle lanes", minimum=1)
+    eager_create: bool = option(True, "persistent kernel: when the queue is empty, busy "
+                                      "lanes bisect their boxes for idle lanes (the paving "
+                                      "then has smaller boxes where this happened)")
+    queue_capacity: int = option(0, "persistent kernel: boxes the device queue holds (and "
+                                    "its output); a full one ends the launch and the host "
+                                    "relaunches (0: 4,194,304, fewer where memory is short)",
+                                 minimum=0)
+    launch_seconds: float = option(5.0, "persistent kernel: longest launch; the host then "
+                                        "checks --time-limit, shows progress and relaunches "
+                                        "(0: until done)", minimum=0.0)

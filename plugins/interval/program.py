@@ -5,9 +5,13 @@
    mean-value form's dimension (model.py).
 2. The kernel: Taylor, initial-value and output functions generated for this model
    and these inputs (kernels.py), compiled for the GPU or the host.
-3. SIVIA (sivia.py): batches of boxes, breadth first, each box's verdict from the
-   kernel; feasible kept, rejected dropped, the rest bisected down to epsilon.
-   A box or time budget stops the search with the queue kept as undetermined.
+3. SIVIA (sivia.py): on one GPU the persistent kernel runs the whole search on the
+   device (persistent.py: a device box queue, the host only refills and drains it
+   between launches); otherwise (the host, several GPUs, MPI ranks, or --kernel multi)
+   chunks of boxes go through the scheduler's growing queue, each launch giving
+   verdicts and the host bisecting (the multi-kernel scheme). Feasible boxes are
+   kept, rejected ones dropped, the rest bisected down to epsilon. A box or time
+   budget stops the search with the queue kept as undetermined.
 """
 
 from __future__ import annotations
@@ -27,14 +31,16 @@ from sbmlgpu.ir import Network
 from sbmlgpu.profile import phase
 from sbmlgpu.results import Paving
 from sbmlgpu.schedule import Scheduler
+from sbmlgpu.schedule.progress import Progress
 from sbmlgpu.tasks import Estimation
 from sbmlgpu.views.ode import OdeSystem
 
 from .engines import Data, GpuEngine, HostEngine, Limits
-from .kernels import interval_source
+from .kernels import interval_source, persistent_source
 from .model import IntervalModel
 from .options import IntervalOptions
-from .sivia import COUNTS, KEPT_UNDETERMINED, Bisection, Chunk, chunks_of
+from .persistent import PersistentEngine, QueueSettings
+from .sivia import COUNTS, KEPT_UNDETERMINED, Bisection, Budget, Chunk, Search, chunks_of
 
 log = logging.getLogger("sbmlgpu.interval")
 #: boxes per queue item: a GPU launch takes many chunks, a host call fewer
@@ -113,6 +119,9 @@ class IntervalProgram(Program):
             source = interval_source(model, o.order)
         self._sources[source.name] = source.text
         devices = scheduler.local_devices
+        if self.kernel == "persistent" and len(devices) == 1 and scheduler.size == 1:
+            return self._run_persistent(task, model, point, data, devices[0], started,
+                                        profiler)
         engines = _Engines(source, o.block_size, point, data, _limits(o, float(task.epsilon)))
         with phase(profiler, "compile"):
             for device in devices or (None,):
@@ -179,9 +188,78 @@ class IntervalProgram(Program):
         paving.metadata = {"engine": "gpu" if gpu else "native", "order": o.order,
                            "initial_intervals": {k: list(v) for k, v in task.initial.items()},
                            "measurements": len(measurements), "chunk": chunk,
-                           "kernel": "multi-kernel", "source": source.name}
+                           "kernel": "multi", "source": source.name}
         self.last_run = dict(statistics)
         return paving
+
+
+    def _run_persistent(self, task: Estimation, model: IntervalModel, point, data: Data,
+                        device, started: float, profiler) -> Paving:
+        """The whole search on one GPU in the persistent kernel (persistent.py)."""
+        o = self.options
+        with phase(profiler, "generate kernels"):
+            source = persistent_source(model, o.order)
+        self._sources[source.name] = source.text
+        engine = PersistentEngine(source, device, o.block_size)
+        with phase(profiler, "compile"):
+            engine.compile()
+        search_lo = np.array([task.unknown[u][0] for u in model.unknown])
+        search_hi = np.array([task.unknown[u][1] for u in model.unknown])
+        fixed_lo = np.array([task.initial[i][0] for i in model.initial])
+        fixed_hi = np.array([task.initial[i][1] for i in model.initial])
+        search = Search(search_lo, search_hi, float(task.epsilon),
+                        presplit=_presplit(o.presplit, True))
+        budget = Budget(int(o.max_boxes), float(o.time_limit), started)
+        with Progress(search.queued, enabled=bool(getattr(task, "progress", True)),
+                      desc="boxes") as bar:
+            def progress(grown: int, evaluated: int) -> None:
+                bar.grow(grown, search.queued)
+                bar.advance(evaluated)
+
+            with phase(profiler, "verdicts"):
+                done = engine.search(search, fixed_lo, fixed_hi, point, data,
+                                     _limits(o, float(task.epsilon)), QueueSettings.of(o),
+                                     budget, progress)
+        stopped = done.stopped
+        left = search.stop() if stopped else 0
+        if stopped:
+            log.warning("interval: the search stopped early (%s); %d queued box(es) are kept "
+                        "as undetermined and the paving is incomplete", stopped, left)
+        lower, upper, verdict = search.paving()
+        seconds = time.perf_counter() - started
+        counts = search.counts
+        statistics = {
+            "complete": stopped is None, "stopped_by": stopped or "",
+            "boxes_evaluated": counts["evaluated"], "boxes_feasible": counts["feasible"],
+            "boxes_rejected": counts["rejected"], "boxes_bisected": counts["bisected"],
+            "boxes_undetermined": counts["undetermined"] + left, "boxes_left_in_queue": left,
+            "boxes_integration_failed": counts["failed"],
+            "volume_rejected_proved": search.rejected_volume,
+            "kernel_seconds": done.kernel_seconds, "taylor_steps": done.steps,
+            "boxes_presplit": counts["presplit"], "seconds": seconds,
+            "boxes_per_second": counts["evaluated"] / max(seconds, 1e-12),
+            "launches": done.launches, "ranks": 1, "devices": 1,
+            "boxes_split_eagerly": done.split}
+        paving = Paving(model.unknown, lower, upper, verdict,
+                        np.stack([search_lo, search_hi], axis=1), float(task.epsilon),
+                        statistics)
+        paving.metadata = {"engine": engine.name, "order": o.order,
+                           "initial_intervals": {k: list(v) for k, v in task.initial.items()},
+                           "measurements": len(task.measurements), "kernel": "persistent",
+                           "source": source.name, "grid": done.grid, "block": done.block,
+                           "queue_capacity": done.capacity,
+                           "launches_ended_by": dict(done.ended_by)}
+        self.last_run = dict(statistics)
+        return paving
+
+
+    @property
+    def kernel(self) -> str:
+        """The SIVIA loop on one device: `persistent` (a GPU, unless --kernel multi) or
+        `multi` (the host always; also several GPUs and MPI ranks, see run)."""
+        if self.device is None or self.options.kernel == "multi":
+            return "multi"
+        return "persistent"
 
 
 class _Engines:

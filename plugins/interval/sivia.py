@@ -14,6 +14,8 @@ are kept as undetermined and the paving is marked incomplete.
 
 from __future__ import annotations
 
+import time
+from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -130,3 +132,125 @@ def chunks_of(chunk: Chunk | None, size: int) -> list[Chunk]:
         return []
     return [Chunk(chunk.lower[a:a + size], chunk.upper[a:a + size])
             for a in range(0, len(chunk), size)]
+
+
+class Search:
+    """One host's queue and paving, for a device that runs SIVIA itself (persistent.py):
+    it takes boxes to check, puts back the boxes the device did not finish, and keeps
+    what the device kept, with its counters. `give` applies the host's own rule
+    (Bisection.decide) to verdicts, as the multi loop does per chunk."""
+
+    def __init__(self, lower, upper, epsilon: float, presplit: int = 0):
+        self.lower = np.asarray(lower, dtype=np.float64)
+        self.upper = np.asarray(upper, dtype=np.float64)
+        self.epsilon = float(epsilon)
+        self.bisection = Bisection(self.upper - self.lower, self.epsilon)
+        first = self.bisection.presplit(self.lower, self.upper, presplit)
+        self._queue: deque = deque([(first.lower, first.upper)])
+        self._queued = len(first)
+        self.counts = {**dict.fromkeys(COUNTS, 0), "presplit": len(first)}
+        self.rejected_volume = 0.0
+        self._kept: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+
+    @property
+    def queued(self) -> int:
+        return self._queued
+
+    @property
+    def scale(self) -> np.ndarray:
+        """The widths that make an edge's width relative (the search box's)."""
+        return self.bisection.scale
+
+    @scale.setter
+    def scale(self, value) -> None:
+        self.bisection = Bisection(np.asarray(value, dtype=np.float64), self.epsilon)
+
+    def take(self, count: int) -> tuple[np.ndarray, np.ndarray]:
+        """Up to `count` boxes, oldest first, as (lower, upper) arrays (b, k)."""
+        lows, highs, taken = [], [], 0
+        while self._queue and taken < count:
+            lo, hi = self._queue.popleft()
+            room = count - taken
+            if len(lo) > room:
+                self._queue.appendleft((lo[room:], hi[room:]))
+                lo, hi = lo[:room], hi[:room]
+            lows.append(lo)
+            highs.append(hi)
+            taken += len(lo)
+        self._queued -= taken
+        k = len(self.lower)
+        if not lows:
+            return np.zeros((0, k)), np.zeros((0, k))
+        return np.concatenate(lows), np.concatenate(highs)
+
+    def put(self, lower: np.ndarray, upper: np.ndarray) -> None:
+        """Queue boxes to check (b, k)."""
+        if len(lower):
+            self._queue.append((np.asarray(lower, np.float64), np.asarray(upper, np.float64)))
+            self._queued += len(lower)
+
+    def keep(self, lower: np.ndarray, upper: np.ndarray, code) -> None:
+        """Keep boxes with their Paving codes (KEPT_FEASIBLE / KEPT_UNDETERMINED; one
+        for all or one each)."""
+        code = np.asarray(code)
+        if np.any((code != KEPT_FEASIBLE) & (code != KEPT_UNDETERMINED)):
+            raise ValueError(f"kept boxes need codes 0 or 1, got "
+                             f"{sorted(set(code.ravel().tolist()))}")
+        if len(lower):
+            self._kept.append((np.asarray(lower, np.float64), np.asarray(upper, np.float64),
+                               np.broadcast_to(code.astype(np.int8), (len(lower),)).copy()))
+
+    def tally(self, counts: dict, rejected_volume: float) -> None:
+        """Add counters of verdicts computed elsewhere (the keys of `counts`)."""
+        for key, value in counts.items():
+            self.counts[key] = self.counts.get(key, 0) + int(value)
+        self.rejected_volume += float(rejected_volume)
+
+    def give(self, lower: np.ndarray, upper: np.ndarray, verdict: np.ndarray) -> None:
+        """Verdicts of boxes taken: keep, drop, or bisect into the queue."""
+        decision = self.bisection.decide(Chunk(lower, upper), verdict)
+        self.tally(decision.counts, decision.rejected_volume)
+        self.keep(decision.lower, decision.upper, decision.kept)
+        if decision.halves is not None:
+            self.put(decision.halves.lower, decision.halves.upper)
+
+    def stop(self) -> int:
+        """End early: every queued box is kept as undetermined; returns how many."""
+        left = self._queued
+        lo, hi = self.take(left)
+        self.keep(lo, hi, KEPT_UNDETERMINED)
+        return left
+
+    def paving(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        k = len(self.lower)
+        if not self._kept:
+            return np.zeros((0, k)), np.zeros((0, k)), np.zeros(0, np.int8)
+        return tuple(np.concatenate(parts) for parts in zip(*self._kept))
+
+
+@dataclass(frozen=True)
+class Budget:
+    """When a search stops early: boxes evaluated (max_boxes) or seconds since
+    `started` (time_limit, 0: none), as the --max-boxes and --time-limit options say."""
+
+    max_boxes: int
+    time_limit: float
+    started: float
+
+    def exceeded(self, search: Search) -> str | None:
+        """Why the search must stop now (the paving's stopped_by), or None."""
+        evaluated = search.counts["evaluated"]
+        if evaluated >= self.max_boxes:
+            return f"max-boxes: {evaluated} boxes evaluated"
+        if self.time_limit and time.perf_counter() - self.started > self.time_limit:
+            return f"time-limit: {self.time_limit:g} s"
+        return None
+
+    def boxes_left(self, search: Search) -> int:
+        return max(0, self.max_boxes - search.counts["evaluated"])
+
+    def seconds_left(self) -> float | None:
+        """None: no time limit."""
+        if not self.time_limit:
+            return None
+        return max(0.0, self.time_limit - (time.perf_counter() - self.started))

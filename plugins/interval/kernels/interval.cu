@@ -2,43 +2,9 @@
   interval.cu -- SIVIA verdicts of boxes of a model's interval inputs, one thread per box
   (the multi-kernel scheme: the host bisects between launches). The same text builds
   for the host (SBMLGPU_HOST_ENTRY: OpenMP over boxes), which is the CPU path.
-  Context: model (the model's id), n, nq, nc, ny, order, varied (indices in c of the
-  interval inputs), functions (the generated C functions, text), ids (comment lines).
+  Context: model.cuh's (the model's functions and sizes).
 #}
-{% include "common.cuh" %}
-{% include "interval.cuh" %}
-#define SBMLGPU_TAYLOR_ORDER {{ order }}
-{% include "taylor.cuh" %}
-
-/* model {{ model }}: {{ n }} state(s), {{ nq }} interval input(s), {{ nc }} constant(s),
-   {{ ny }} measured value(s); Taylor order {{ order }}.
-{% for line in ids %}
-   {{ line }}
-{% endfor %}
-*/
-#define IV_N {{ n }}
-#define IV_NQ {{ nq }}
-#define IV_NU {{ nu }}  /* the first IV_NU interval inputs are the unknowns (bisected) */
-#define IV_D (IV_N + IV_NQ)
-#define IV_NC {{ nc }}
-#define IV_NY {{ ny }}
-/* the index in c of interval input j */
-SBMLGPU_HD int iv_varied(int j)
-{
-    switch (j) {
-{% for index in varied %}
-    case {{ loop.index0 }}: return {{ index }};
-{% endfor %}
-    default: return 0;
-    }
-}
-
-{{ functions }}
-/* box verdicts, from plugins/interval/verdicts.py */
-{% for name, code in verdicts.items() %}
-#define IV_{{ name }} {{ code }}
-{% endfor %}
-{% include "sbmlgpu.plugins.interval:validated.cuh" %}
+{% include "sbmlgpu.plugins.interval:model.cuh" %}
 
 #define IV_CHECK_ARGUMENTS \
     long long n_boxes, const double *q_lo, const double *q_hi, const double *point, \
