@@ -87,8 +87,11 @@ def kernel_choices() -> list[str] | None:
 
 
 def commit() -> dict:
-    """The checked-out commit and whether the tree differs from it (None outside git,
-    e.g. a copy of the tree on the GPU machine: $SBMLGPU_COMMIT then, if set)."""
+    """$SBMLGPU_COMMIT when set (the GPU machine runs a copy of the tree whose git
+    state, if any, is not the copied commit), else the checked-out commit and whether
+    the tree differs from it (None outside git)."""
+    if os.environ.get("SBMLGPU_COMMIT"):
+        return {"commit": os.environ["SBMLGPU_COMMIT"], "modified": None}
     root = interval_data.ROOT
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
