@@ -339,7 +339,8 @@ def test_host_loop_gives_the_multi_paving(lv_multi, capacity):
     assert paving.metadata["grid"] == 2 * P.resident_blocks(
         device.properties, device.emulator.attributes, 32)
     settings = device.emulator.arguments[0]
-    assert settings["eager_create"] == 0 and settings["fetch_idle"] == 8
+    # the defaults: no eager create, no eager fetch (a warp fetches when all 32 lanes idle)
+    assert settings["eager_create"] == 0 and settings["fetch_idle"] == P.WARP
     assert settings["budget"] == 8 and settings["slice_ns"] == 5_000_000_000
 
 

@@ -53,9 +53,11 @@ class IntervalOptions(BackendOptions):
                                        "one kernel over a device box queue) or multi (one "
                                        "launch per batch, the host bisects); the host path "
                                        "always runs the multi loop", choices=KERNELS)
-    eager_fetch: bool = option(True, "persistent kernel: a warp fetches boxes as soon as "
-                                     "--fetch-idle of its lanes are idle (busy lanes pause); "
-                                     "off: only when all 32 are")
+    eager_fetch: bool = option(False, "persistent kernel: a warp fetches boxes as soon as "
+                                      "--fetch-idle of its lanes are idle (busy lanes "
+                                      "pause); off (the default: measured 12 % slower on "
+                                      "SEIR-3P with it, no faster elsewhere): only when all "
+                                      "32 are")
     fetch_idle: int = option(8, "persistent kernel, eager fetch: idle lanes (of a warp's "
                                 "32) that make the warp fetch", minimum=1, maximum=32)
     step_budget: int = option(8, "persistent kernel: Taylor steps a lane tries before its "
