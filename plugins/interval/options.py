@@ -55,7 +55,7 @@ class IntervalOptions(BackendOptions):
                                        "always runs the multi loop", choices=KERNELS)
     eager_fetch: bool = option(False, "persistent kernel: a warp fetches boxes as soon as "
                                       "--fetch-idle of its lanes are idle (busy lanes "
-                                      "pause); off (the default: measured 12 % slower on "
+                                      "pause); off (the default: measured 13 % slower on "
                                       "SEIR-3P with it, no faster elsewhere): only when all "
                                       "32 are")
     fetch_idle: int = option(8, "persistent kernel, eager fetch: idle lanes (of a warp's "
@@ -65,7 +65,7 @@ class IntervalOptions(BackendOptions):
     eager_create: bool = option(False, "persistent kernel: when the queue is empty, busy "
                                        "lanes bisect their boxes for idle lanes (the paving "
                                        "then has smaller boxes where this happened; measured "
-                                       "2x slower on LV, 16 % faster on SEIR-2P: off by "
+                                       "2x slower on LV, 12-16 % faster on SEIR-2P: off by "
                                        "default)")
     queue_capacity: int = option(0, "persistent kernel: boxes the device queue holds (and "
                                     "its output); a full one ends the launch and the host "
