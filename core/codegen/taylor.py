@@ -39,16 +39,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from fractions import Fraction
 from typing import Mapping, Sequence
 
 import sympy as sp
 
 from ..errors import SbmlGpuError
-
-#: series operations with one operand (the C helper is tay_<op>)
-UNARY = ("exp", "log", "sqrt", "sin", "cos", "sqr", "neg")
-
 
 class TaylorError(SbmlGpuError):
     """An expression with a construct that has no Taylor expansion here."""

@@ -133,7 +133,7 @@ class PersistentEngine(DeviceBuild):
     def _launch(self, search: Search, buffers: "_Buffers", data: Data, limits: Limits,
                 settings: QueueSettings, budget: Budget, run: PersistentRun,
                 progress) -> None:
-        device, nk, capacity = self.device, buffers.nk, buffers.capacity
+        device, capacity = self.device, buffers.capacity
         # half the queue for the boxes given, half for the halves the kernel pushes
         lo, hi = search.take(min(search.queued, max(1, capacity // 2)))
         n = len(lo)

@@ -70,7 +70,7 @@ class IntervalProgram(Program):
             self._sources[source.name] = source.text
         return dict(self._sources)
 
-    def enclose(self, ids, lower, upper, times, order_of_states=None) -> np.ndarray:
+    def enclose(self, ids, lower, upper, times) -> np.ndarray:
         """Guaranteed boxes of the states at `times` (ascending, >= 0) for each box of
         inputs: `ids` are parameter ids (values from the file otherwise), `lower` and
         `upper` (b, len(ids)). Returns (b, len(times), n_states, 2) as [lower, upper];
@@ -156,7 +156,7 @@ class IntervalProgram(Program):
         budget_boxes = None if o.max_boxes <= 0 else max(o.max_boxes // chunk, 1)
         try:
             finished = scheduler.run_queue(
-                work, chunks_of(first, chunk), bytes_per_item=chunk * _box_bytes(model, data),
+                work, chunks_of(first, chunk), bytes_per_item=chunk * _box_bytes(model),
                 order="fifo", ordered=True, budget_items=budget_boxes,
                 budget_seconds=o.time_limit or None, progress=getattr(task, "progress", True),
                 desc="chunks of boxes")
@@ -289,7 +289,7 @@ class _Engines:
                 engine.release()
 
 
-def _box_bytes(model: IntervalModel, data: Data) -> float:
+def _box_bytes(model: IntervalModel) -> float:
     """Device memory of one box in a launch: its bounds in and its verdict out."""
     return 2 * 8 * len(model.varied) + 1 + 8
 
