@@ -192,3 +192,28 @@ def test_the_recurrences_compile_for_the_gpu():
                       'extern "C" __global__ void k(ival *x, const ival *c) '
                       '{ tay_gpu(4, x, c, iv_point(0.0)); }'])
     assert nvcc_compile(text, "sm_90", name="taylor_gpu.cu")
+
+
+def test_literal_numbers_fold_exactly_and_are_enclosed(tmp_path):
+    """sympy folds literal numbers as it builds an expression; imported as exact
+    rationals they fold exactly (0.1 * 3 is 3 times the double 0.1, not the rounded
+    0.30000000000000004), and the interval literal encloses the folded value."""
+    from fractions import Fraction
+
+    from sbmlgpu.sbml.load import load
+    from sbmlgpu.views.ode import ode_system
+    from tests.sbml_strings import math_apply, model, parameter, reaction, species
+
+    law = math_apply("times", "<cn>0.1</cn><cn>3</cn><ci>k</ci><ci>A</ci>")
+    path = tmp_path / "fold.xml"
+    path.write_text(model(species("A", 10.0), parameter("k", 1.0),
+                          reaction("r", ["A"], [], law)), encoding="utf-8")
+    rate = ode_system(load(path)).rhs[0]
+    coefficient = rate.as_coeff_Mul()[0]
+    exact = -3 * Fraction(0.1)
+    assert Fraction(int(coefficient.p), int(coefficient.q)) == exact
+    assert Fraction(float(exact)) != exact  # the folded value is no double...
+    text = interval_literal(coefficient)
+    assert text.startswith("iv_make(")  # ... so it is enclosed by its two neighbours
+    lo, hi = (Fraction(float(v)) for v in text[len("iv_make("):-1].split(","))
+    assert lo < exact < hi

@@ -68,7 +68,8 @@ class NetworkBuilder:
         if sid and (sid in assigned or not sr.getConstant()):
             stoich = ir.sym(sid)
         elif value is not None:
-            stoich = sp.Integer(int(value)) if value == int(value) else sp.Float(value)
+            # exact, as literal numbers in math (sbml/math.py: _number)
+            stoich = sp.Integer(int(value)) if value == int(value) else sp.Rational(value)
         else:
             # L3 leaves an unset stoichiometry undefined; every tool we compare with uses 1
             self.notes.append(f"species reference to {sr.getSpecies()} has no stoichiometry; using 1")

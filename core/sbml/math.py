@@ -107,7 +107,11 @@ def _number(value: float) -> sp.Expr:
         return sp.oo if value > 0 else -sp.oo
     if value == int(value) and abs(value) < 2**53:
         return sp.Integer(int(value))
-    return sp.Float(value)
+    # the double as an exact rational: sympy folds literal numbers as it builds an
+    # expression (0.1 * 3 becomes one number), and Floats fold with rounding to 53
+    # bits; rationals fold exactly, so the expression keeps the file's exact value
+    # (printers round each folded constant once; interval code encloses it)
+    return sp.Rational(value)
 
 
 def _compare(rel, a, b):

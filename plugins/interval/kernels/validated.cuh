@@ -272,17 +272,21 @@ SBMLGPU_HD int iv_step(iv_state *s, double t1, const ival *c_box, const ival *c_
         }
         r1[i] = sum;
     }
-    /* 6. the new box, and the state (the old one kept for iv_dense) */
-    w->start = *s;
+    /* 6. the new box (built aside: the state changes only when the step succeeds),
+       and the state (the old one kept for iv_dense) */
+    ival X1[IV_N];
     for (int i = 0; i < IV_N; ++i) {
         ival sum = iv_point(zhat1[i]);
         for (int k = 0; k < IV_D; ++k)
             sum = iv_add(sum, iv_mul(iv_point(B1[i * IV_D + k]), r1[k]));
-        ival box = iv_intersect(sum, mean_value[i]);
-        if (!(box.lo <= box.hi) || !iv_is_finite(box))
+        X1[i] = iv_intersect(sum, mean_value[i]);
+        /* two enclosures of one set cannot be disjoint: empty means lost */
+        if (!(X1[i].lo <= X1[i].hi) || !iv_is_finite(X1[i]))
             return -1;
-        s->X[i] = box;
     }
+    w->start = *s;
+    for (int i = 0; i < IV_N; ++i)
+        s->X[i] = X1[i];
     for (int i = 0; i < IV_D; ++i) {
         s->zhat[i] = zhat1[i];
         s->r[i] = r1[i];
@@ -297,8 +301,10 @@ SBMLGPU_HD int iv_step(iv_state *s, double t1, const ival *c_box, const ival *c_
    in w): the Taylor polynomial at the centre, the remainder coefficient over the
    a-priori box (valid at every time of the step) times tau^p, and the Jacobian of the
    polynomial at tau applied in Lohner's coordinates (start B, r), intersected with
-   the plain mean-value form. Data times inside a step cost this, not a step. */
-SBMLGPU_HD void iv_dense(const iv_scratch *w, double t_at, ival *X)
+   the plain mean-value form. Data times inside a step cost this, not a step.
+   0: the two forms are disjoint (only an unsound enclosure could do that): the box
+   is failed, never decided. */
+SBMLGPU_HD int iv_dense(const iv_scratch *w, double t_at, ival *X)
 {
     const int p = SBMLGPU_TAYLOR_ORDER;
     const iv_state *s0 = &w->start;
@@ -319,9 +325,11 @@ SBMLGPU_HD void iv_dense(const iv_scratch *w, double t_at, ival *X)
                 a = iv_add(a, iv_mul(row[j], iv_point(s0->B[j * IV_D + k])));
             lohner = iv_add(lohner, iv_mul(a, s0->r[k]));
         }
-        ival box = iv_intersect(lohner, plain);
-        X[i] = (box.lo <= box.hi) ? box : iv_entire();  /* never empty when sound */
+        X[i] = iv_intersect(lohner, plain);
+        if (!(X[i].lo <= X[i].hi))  /* two enclosures of one set: empty means lost */
+            return 0;
     }
+    return 1;
 }
 
 /* The data and limits every box is checked against: times[m] ascending, measurements
@@ -402,6 +410,7 @@ SBMLGPU_HD int iv_box_compare(iv_box *b, const iv_problem *P, int m, const ival 
 {
     ival y[IV_NY > 0 ? IV_NY : 1];
     iv_outputs(X, b->c_box, iv_point(P->times[m]), y);
+    int wide = 0;
     for (int k = P->first[m]; k < P->first[m + 1]; ++k) {
         ival data = iv_make(P->lower[k], P->upper[k]);
         ival value = y[P->output[k]];
@@ -409,10 +418,12 @@ SBMLGPU_HD int iv_box_compare(iv_box *b, const iv_problem *P, int m, const ival 
             return IV_REJECTED;  /* no point of the box fits this measurement */
         if (!iv_subset(value, data)) {
             b->inside = 0;
-            if (b->splittable && P->wide > 0.0 && iv_width(value) > P->wide * iv_width(data))
-                return IV_UNDECIDED;
+            wide = wide || (iv_width(value) > P->wide * iv_width(data));
         }
     }
+    /* every measurement of this time checked for a rejection first */
+    if (wide && b->splittable && P->wide > 0.0)
+        return IV_UNDECIDED;
     return IV_RUNNING;
 }
 
@@ -435,7 +446,10 @@ SBMLGPU_HD int iv_box_advance(iv_box *b, const iv_problem *P, long long budget,
             ival dense[IV_N];
             const ival *X = s->X;
             if (P->times[b->m] < s->t) {
-                iv_dense(w, P->times[b->m], dense);
+                if (!iv_dense(w, P->times[b->m], dense)) {
+                    verdict = IV_FAILED;
+                    break;
+                }
                 X = dense;
             }
             if (record) {
