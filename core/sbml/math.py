@@ -114,6 +114,24 @@ def _number(value: float) -> sp.Expr:
     return sp.Rational(value)
 
 
+#: digits of a function of literal numbers evaluated at import (below)
+NUMERIC_DIGITS = 40
+
+
+def _numeric(e: sp.Expr) -> sp.Expr:
+    """A function of literal numbers that sympy keeps symbolic (acos(1/2) = pi/3,
+    atan(14/5), 2**(1/3)) as a number: 40 digits, far beyond a double, so printers
+    round it once and interval code (which encloses a Float of more than 53 bits by its
+    neighbouring doubles) stays sound; kept symbolic, such constants make the
+    algebraic-rule solver and every later simplification slow."""
+    if isinstance(e, sp.Expr) and e.is_number and not e.is_Rational and e.is_finite \
+            and not e.free_symbols:
+        value = e.evalf(NUMERIC_DIGITS)
+        if value.is_Float:
+            return value
+    return e
+
+
 def _compare(rel, a, b):
     """rel(a, b), with IEEE rules where sympy refuses to order: a comparison with
     NaN (or complex infinity, from a literal 1/0) is false, except '!='."""
@@ -179,20 +197,20 @@ class MathConverter:
             return num(kids[0]) / num(kids[1])
         if t in (libsbml.AST_POWER, libsbml.AST_FUNCTION_POWER):
             self._arity(node, kids, 2)
-            return sp.Pow(num(kids[0]), num(kids[1]))
+            return _numeric(sp.Pow(num(kids[0]), num(kids[1])))
         if t == libsbml.AST_FUNCTION_ROOT:
             if len(kids) == 1:
-                return sp.sqrt(num(kids[0]))
+                return _numeric(sp.sqrt(num(kids[0])))
             self._arity(node, kids, 2)
-            return sp.Pow(num(kids[1]), 1 / num(kids[0]))
+            return _numeric(sp.Pow(num(kids[1]), 1 / num(kids[0])))
         if t == libsbml.AST_FUNCTION_LOG:
             if len(kids) == 1:
-                return sp.log(num(kids[0]), 10)
+                return _numeric(sp.log(num(kids[0]), 10))
             self._arity(node, kids, 2)
-            return sp.log(num(kids[1]), num(kids[0]))
+            return _numeric(sp.log(num(kids[1]), num(kids[0])))
         if t in _UNARY:
             self._arity(node, kids, 1)
-            return _UNARY[t](num(kids[0]))
+            return _numeric(_UNARY[t](num(kids[0])))
         if t == libsbml.AST_FUNCTION_MAX:
             return sp.Max(*[num(k) for k in kids]) if kids else -sp.oo
         if t == libsbml.AST_FUNCTION_MIN:
