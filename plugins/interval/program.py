@@ -115,21 +115,18 @@ class IntervalProgram(Program):
                                  measurements.ids)
         point = _point_values(model, task)
         data = _data(measurements, model)
-        with phase(profiler, "generate kernels"):
-            source = interval_source(model, o.order)
-        self._sources[source.name] = source.text
         devices = scheduler.local_devices
         if self.kernel == "persistent" and len(devices) == 1 and scheduler.size == 1:
             return self._run_persistent(task, model, point, data, devices[0], started,
                                         profiler)
+        with phase(profiler, "generate kernels"):
+            source = interval_source(model, o.order)
+        self._sources[source.name] = source.text
         engines = _Engines(source, o.block_size, point, data, _limits(o, float(task.epsilon)))
         with phase(profiler, "compile"):
             for device in devices or (None,):
                 engines.get(device)
-        search_lo = np.array([task.unknown[u][0] for u in model.unknown])
-        search_hi = np.array([task.unknown[u][1] for u in model.unknown])
-        fixed = (np.array([task.initial[i][0] for i in model.initial]),
-                 np.array([task.initial[i][1] for i in model.initial]))
+        search_lo, search_hi, fixed = _search_box(task, model)
         bisection = Bisection(search_hi - search_lo, float(task.epsilon))
         gpu = bool(devices)
         chunk = o.batch or (GPU_CHUNK if gpu else HOST_CHUNK_PER_CORE * (os.cpu_count() or 1))
@@ -173,9 +170,7 @@ class IntervalProgram(Program):
             stopped = (f"time-limit: {o.time_limit:g} s ({stopped})" if o.time_limit
                        and "second" in stopped else f"max-boxes: {o.max_boxes} ({stopped})")
         if left:
-            log.warning("interval: the search stopped early (%s); %d queued box(es) are kept "
-                        "as undetermined and the paving is incomplete", stopped,
-                        sum(len(c) for c in left))
+            _warn_stopped(stopped, sum(len(c) for c in left))
         paving, statistics = _assemble(model, finished, left, search_lo, search_hi, task)
         seconds = time.perf_counter() - started
         statistics.update({
@@ -185,13 +180,11 @@ class IntervalProgram(Program):
             "launches": len(scheduler.last_queue_batches), "ranks": scheduler.size,
             "devices": max(len(devices), 1)})
         paving.statistics = statistics
-        paving.metadata = {"engine": "gpu" if gpu else "native", "order": o.order,
-                           "initial_intervals": {k: list(v) for k, v in task.initial.items()},
-                           "measurements": len(measurements), "chunk": chunk,
-                           "kernel": "multi", "source": source.name}
+        paving.metadata = {"engine": "gpu" if gpu else "native",
+                           **_run_metadata(o, task, source), "chunk": chunk,
+                           "kernel": "multi"}
         self.last_run = dict(statistics)
         return paving
-
 
     def _run_persistent(self, task: Estimation, model: IntervalModel, point, data: Data,
                         device, started: float, profiler) -> Paving:
@@ -203,10 +196,7 @@ class IntervalProgram(Program):
         engine = PersistentEngine(source, device, o.block_size)
         with phase(profiler, "compile"):
             engine.compile()
-        search_lo = np.array([task.unknown[u][0] for u in model.unknown])
-        search_hi = np.array([task.unknown[u][1] for u in model.unknown])
-        fixed_lo = np.array([task.initial[i][0] for i in model.initial])
-        fixed_hi = np.array([task.initial[i][1] for i in model.initial])
+        search_lo, search_hi, (fixed_lo, fixed_hi) = _search_box(task, model)
         search = Search(search_lo, search_hi, float(task.epsilon),
                         presplit=_presplit(o.presplit, True))
         budget = Budget(int(o.max_boxes), float(o.time_limit), started)
@@ -223,18 +213,13 @@ class IntervalProgram(Program):
         stopped = done.stopped
         left = search.stop() if stopped else 0
         if stopped:
-            log.warning("interval: the search stopped early (%s); %d queued box(es) are kept "
-                        "as undetermined and the paving is incomplete", stopped, left)
+            _warn_stopped(stopped, left)
         lower, upper, verdict = search.paving()
         seconds = time.perf_counter() - started
         counts = search.counts
         statistics = {
             "complete": stopped is None, "stopped_by": stopped or "",
-            "boxes_evaluated": counts["evaluated"], "boxes_feasible": counts["feasible"],
-            "boxes_rejected": counts["rejected"], "boxes_bisected": counts["bisected"],
-            "boxes_undetermined": counts["undetermined"] + left, "boxes_left_in_queue": left,
-            "boxes_integration_failed": counts["failed"],
-            "volume_rejected_proved": search.rejected_volume,
+            **_box_statistics(counts, left, search.rejected_volume),
             "kernel_seconds": done.kernel_seconds, "taylor_steps": done.steps,
             "boxes_presplit": counts["presplit"], "seconds": seconds,
             "boxes_per_second": counts["evaluated"] / max(seconds, 1e-12),
@@ -243,15 +228,12 @@ class IntervalProgram(Program):
         paving = Paving(model.unknown, lower, upper, verdict,
                         np.stack([search_lo, search_hi], axis=1), float(task.epsilon),
                         statistics)
-        paving.metadata = {"engine": engine.name, "order": o.order,
-                           "initial_intervals": {k: list(v) for k, v in task.initial.items()},
-                           "measurements": len(task.measurements), "kernel": "persistent",
-                           "source": source.name, "grid": done.grid, "block": done.block,
+        paving.metadata = {"engine": engine.name, **_run_metadata(o, task, source),
+                           "kernel": "persistent", "grid": done.grid, "block": done.block,
                            "queue_capacity": done.capacity,
                            "launches_ended_by": dict(done.ended_by)}
         self.last_run = dict(statistics)
         return paving
-
 
     @property
     def kernel(self) -> str:
@@ -304,13 +286,9 @@ def _assemble(model, finished, left, search_lo, search_hi, task):
     kept = [d.kept for d in decisions] + [np.full(len(c), KEPT_UNDETERMINED, np.int8)
                                           for c in left]
     counts = {key: sum(d.counts[key] for d in decisions) for key in COUNTS}
-    n_left = sum(len(c) for c in left)
     statistics = {
-        "boxes_evaluated": counts["evaluated"], "boxes_feasible": counts["feasible"],
-        "boxes_rejected": counts["rejected"], "boxes_bisected": counts["bisected"],
-        "boxes_undetermined": counts["undetermined"] + n_left, "boxes_left_in_queue": n_left,
-        "boxes_integration_failed": counts["failed"],
-        "volume_rejected_proved": float(sum(d.rejected_volume for d in decisions)),
+        **_box_statistics(counts, sum(len(c) for c in left),
+                          float(sum(d.rejected_volume for d in decisions))),
         "kernel_seconds": float(sum(done.result[1] for done in finished)),
         "taylor_steps": int(sum(d.steps for d in decisions)),
     }
@@ -320,6 +298,36 @@ def _assemble(model, finished, left, search_lo, search_hi, task):
                     np.concatenate(kept) if kept else np.zeros(0, np.int8),
                     np.stack([search_lo, search_hi], axis=1), float(task.epsilon))
     return paving, statistics
+
+
+def _search_box(task: Estimation, model: IntervalModel):
+    """(lower, upper) of the unknowns' search box, and (lower, upper) of the initial
+    intervals, which every box carries whole."""
+    return (np.array([task.unknown[u][0] for u in model.unknown]),
+            np.array([task.unknown[u][1] for u in model.unknown]),
+            (np.array([task.initial[i][0] for i in model.initial]),
+             np.array([task.initial[i][1] for i in model.initial])))
+
+
+def _box_statistics(counts: dict, left: int, rejected_volume: float) -> dict:
+    """The paving's box counts, either loop; `left`: boxes a budget left queued (kept
+    as undetermined)."""
+    return {"boxes_evaluated": counts["evaluated"], "boxes_feasible": counts["feasible"],
+            "boxes_rejected": counts["rejected"], "boxes_bisected": counts["bisected"],
+            "boxes_undetermined": counts["undetermined"] + left, "boxes_left_in_queue": left,
+            "boxes_integration_failed": counts["failed"],
+            "volume_rejected_proved": float(rejected_volume)}
+
+
+def _run_metadata(o: IntervalOptions, task: Estimation, source) -> dict:
+    return {"order": o.order,
+            "initial_intervals": {k: list(v) for k, v in task.initial.items()},
+            "measurements": len(task.measurements), "source": source.name}
+
+
+def _warn_stopped(stopped: str, left: int) -> None:
+    log.warning("interval: the search stopped early (%s); %d queued box(es) are kept as "
+                "undetermined and the paving is incomplete", stopped, left)
 
 
 def _presplit(option: int, gpu: bool) -> int:
