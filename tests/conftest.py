@@ -5,10 +5,13 @@ a fake GPU device (tests/fakes.py); the PyCUDA driver over a stand-in for pycuda
 import pytest
 
 from sbmlgpu import plugin_manager
+from sbmlgpu.combine.libraries import preload
 from sbmlgpu.hookspecs import hookimpl
 
 from . import fakes
 from .fake_pycuda import make_fake_cuda
+
+preload()  # libsedml before any test module's `import libsbml` (see its docstring)
 
 
 @pytest.fixture

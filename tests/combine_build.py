@@ -1,0 +1,147 @@
+"""Building SED-ML files and COMBINE archives in tests (libsedml, libcombine): a time
+course of an SBML Test Suite case, reported as the case reports its variables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import libcombine
+import libsedml  # before libsbml (core/combine/libraries.py)
+import libsbml
+
+SBML_NS = "http://www.sbml.org/sbml/level3/version2/core"
+TIME = "urn:sedml:symbol:time"
+CVODE = "KISAO_0000019"
+SEDML_FORMAT = "http://identifiers.org/combine.specifications/sed-ml"
+SBML_FORMAT = "http://identifiers.org/combine.specifications/sbml"
+
+
+def target(kind: str, sbml_id: str) -> str:
+    lists = {"species": "listOfSpecies", "parameter": "listOfParameters",
+             "compartment": "listOfCompartments"}
+    return f"/sbml:sbml/sbml:model/sbml:{lists[kind]}/sbml:{kind}[@id='{sbml_id}']"
+
+
+def new_document() -> libsedml.SedDocument:
+    # through SedNamespaces, never the shared XMLNamespaces (core/combine/libraries.py)
+    ns = libsedml.SedNamespaces(1, 4)
+    ns.addNamespace(SBML_NS, "sbml")
+    return libsedml.SedDocument(ns)
+
+
+def add_model(doc, model_id: str, source: str):
+    m = doc.createModel()
+    m.setId(model_id)
+    m.setSource(source)
+    m.setLanguage("urn:sedml:language:sbml.level-3.version-2")
+    return m
+
+
+def add_time_course(doc, sim_id: str, start: float, end: float, steps: int,
+                    kisao: str = CVODE, initial: float | None = None):
+    s = doc.createUniformTimeCourse()
+    s.setId(sim_id)
+    s.setInitialTime(start if initial is None else initial)
+    s.setOutputStartTime(start)
+    s.setOutputEndTime(end)
+    s.setNumberOfSteps(steps)
+    s.createAlgorithm().setKisaoID(kisao)
+    return s
+
+
+def add_task(doc, task_id: str, model_id: str, sim_id: str):
+    t = doc.createTask()
+    t.setId(task_id)
+    t.setModelReference(model_id)
+    t.setSimulationReference(sim_id)
+    return t
+
+
+def add_generator(doc, gen_id: str, task_id: str, variables: dict[str, tuple[str, str]],
+                  formula: str):
+    """variables: {variable id: (kind, sbml id)}; kind 'symbol' for time."""
+    g = doc.createDataGenerator()
+    g.setId(gen_id)
+    for var_id, (kind, sbml_id) in variables.items():
+        v = g.createVariable()
+        v.setId(var_id)
+        v.setTaskReference(task_id)
+        if kind == "symbol":
+            v.setSymbol(TIME)
+        else:
+            v.setTarget(target(kind, sbml_id))
+    g.setMath(libsedml.parseL3Formula(formula))
+    return g
+
+
+def add_report(doc, report_id: str, generators: list[str], labels: list[str] | None = None):
+    r = doc.createReport()
+    r.setId(report_id)
+    for k, gen in enumerate(generators):
+        d = r.createDataSet()
+        d.setId(f"ds_{gen}")
+        d.setLabel(labels[k] if labels else gen)
+        d.setDataReference(gen)
+    return r
+
+
+def write_archive(path: Path, files: dict[str, tuple[str, str]], master: str | None = None
+                  ) -> Path:
+    """files: {location: (text, format)}."""
+    archive = libcombine.CombineArchive()
+    for location, (text, fmt) in files.items():
+        assert archive.addFileFromString(text, location, fmt, location == master)
+    assert archive.writeToFile(str(path))
+    archive.cleanUp()
+    return path
+
+
+def sedml_text(doc) -> str:
+    return libsedml.writeSedMLToString(doc)
+
+
+def case_kinds(model_text: str) -> dict[str, tuple[str, bool, str]]:
+    """{id: (kind, hasOnlySubstanceUnits, compartment)} of the model's elements."""
+    m = libsbml.readSBMLFromString(model_text).getModel()
+    out = {}
+    for s in m.getListOfSpecies():
+        out[s.getId()] = ("species", s.getHasOnlySubstanceUnits(), s.getCompartment())
+    for p in m.getListOfParameters():
+        out[p.getId()] = ("parameter", False, "")
+    for c in m.getListOfCompartments():
+        out[c.getId()] = ("compartment", False, "")
+    return out
+
+
+def suite_case_archive(case, path: Path, kisao: str = CVODE) -> tuple[Path, list[str]]:
+    """An archive running `case` (core.testsuite Case) as its settings say, with a report
+    `results` whose rows are time and the case's variables, each spelled as the case
+    reports it (an amount of a species that is a concentration in SBML: S * C)."""
+    settings = case.settings()
+    model_text = case.model_path().read_text()
+    kinds = case_kinds(model_text)
+    doc = new_document()
+    add_model(doc, "model", "model.xml")
+    add_time_course(doc, "sim", settings.start, settings.start + settings.duration,
+                    settings.steps, kisao)
+    add_task(doc, "task", "model", "sim")
+    add_generator(doc, "time", "task", {"t": ("symbol", "")}, "t")
+    for v in settings.variables:
+        kind, only_substance, compartment = kinds.get(v, ("parameter", False, ""))
+        wanted = settings.output_kind(v)
+        if kind == "species" and wanted == "amount" and not only_substance:
+            add_generator(doc, f"g_{v}", "task", {"x": (kind, v), "c": ("compartment",
+                                                                         compartment)},
+                          "x * c")
+        elif kind == "species" and wanted == "concentration" and only_substance:
+            add_generator(doc, f"g_{v}", "task", {"x": (kind, v), "c": ("compartment",
+                                                                         compartment)},
+                          "x / c")
+        else:
+            add_generator(doc, f"g_{v}", "task", {"x": (kind, v)}, "x")
+    add_report(doc, "results", ["time"] + [f"g_{v}" for v in settings.variables],
+               ["time", *settings.variables])
+    write_archive(path, {"model.xml": (model_text, SBML_FORMAT),
+                         "simulation.sedml": (sedml_text(doc), SEDML_FORMAT)},
+                  master="simulation.sedml")
+    return path, list(settings.variables)
