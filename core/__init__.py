@@ -23,6 +23,7 @@ def load(source, *, validate: bool = True) -> Network:
 
 
 from .api import run, task_function  # noqa: E402
+from .combine import run_omex  # noqa: E402
 from .results import (DbnResult, Paving, Result, StateDistribution,  # noqa: E402
                       TimeCourseResult)
 from .tasks import DbnApproximation, Estimation, SteadyState, TimeCourse  # noqa: E402
@@ -38,6 +39,7 @@ __all__ = [
     "steady_state",
     "estimate",
     "dbn",
+    "run_omex",
     "TimeCourse",
     "SteadyState",
     "Estimation",

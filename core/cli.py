@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from . import __version__
+from .combine import cli as combine_cli
 from .errors import OptionError, SbmlGpuError
 
 EXIT_RUN_FAILED = 1  # every member of the run failed
@@ -161,6 +162,7 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
     i.add_argument("model", metavar="MODEL", help="SBML file")
     i.set_defaults(func=cmd_info)
     _add_testsuite(sub, load=command == "testsuite")
+    combine_cli.add_command(sub)
     return parser
 
 

@@ -145,3 +145,66 @@ def suite_case_archive(case, path: Path, kisao: str = CVODE) -> tuple[Path, list
                          "simulation.sedml": (sedml_text(doc), SEDML_FORMAT)},
                   master="simulation.sedml")
     return path, list(settings.variables)
+
+
+#: production and decay of X in a compartment of size 2: dX/dt = k2 - k1 X, so
+#: X(t) = k2/k1 + (X0 - k2/k1) exp(-k1 t) and the steady state is k2/k1
+BIRTH_DEATH = """<?xml version="1.0" encoding="UTF-8"?>
+<sbml xmlns="http://www.sbml.org/sbml/level3/version2/core" level="3" version="2">
+  <model id="birth_death">
+    <listOfCompartments>
+      <compartment id="cell" size="2" constant="true" spatialDimensions="3"/>
+    </listOfCompartments>
+    <listOfSpecies>
+      <species id="X" compartment="cell" initialConcentration="10" hasOnlySubstanceUnits="false"
+               boundaryCondition="false" constant="false"/>
+    </listOfSpecies>
+    <listOfParameters>
+      <parameter id="k1" value="0.5" constant="true"/>
+      <parameter id="k2" value="2" constant="true"/>
+    </listOfParameters>
+    <listOfReactions>
+      <reaction id="birth" reversible="false">
+        <listOfProducts>
+          <speciesReference species="X" stoichiometry="1" constant="true"/>
+        </listOfProducts>
+        <kineticLaw><math xmlns="http://www.w3.org/1998/Math/MathML">
+          <apply><times/><ci>k2</ci><ci>cell</ci></apply></math></kineticLaw>
+      </reaction>
+      <reaction id="death" reversible="false">
+        <listOfReactants>
+          <speciesReference species="X" stoichiometry="1" constant="true"/>
+        </listOfReactants>
+        <kineticLaw><math xmlns="http://www.w3.org/1998/Math/MathML">
+          <apply><times/><ci>k1</ci><ci>X</ci><ci>cell</ci></apply></math></kineticLaw>
+      </reaction>
+    </listOfReactions>
+  </model>
+</sbml>
+"""
+
+
+def birth_death_x(t, x0=10.0, k1=0.5, k2=2.0):
+    import numpy as np
+
+    return k2 / k1 + (x0 - k2 / k1) * np.exp(-k1 * np.asarray(t, dtype=float))
+
+
+def simple_document(end: float = 5.0, steps: int = 50, kisao: str = CVODE):
+    """model `m` (model.xml), time course `sim`, task `task`, generators time and X,
+    report `report`: the skeleton that tests add to."""
+    doc = new_document()
+    add_model(doc, "m", "model.xml")
+    add_time_course(doc, "sim", 0.0, end, steps, kisao)
+    add_task(doc, "task", "m", "sim")
+    add_generator(doc, "time", "task", {"t": ("symbol", "")}, "t")
+    add_generator(doc, "gX", "task", {"x": ("species", "X")}, "x")
+    add_report(doc, "report", ["time", "gX"])
+    return doc
+
+
+def pack(path: Path, doc, model_text: str = BIRTH_DEATH, sedml: str = "simulation.sedml",
+         extra: dict | None = None) -> Path:
+    files = {"model.xml": (model_text, SBML_FORMAT), sedml: (sedml_text(doc), SEDML_FORMAT)}
+    files.update(extra or {})
+    return write_archive(path, files, master=sedml)
