@@ -208,3 +208,14 @@ def pack(path: Path, doc, model_text: str = BIRTH_DEATH, sedml: str = "simulatio
     files = {"model.xml": (model_text, SBML_FORMAT), sedml: (sedml_text(doc), SEDML_FORMAT)}
     files.update(extra or {})
     return write_archive(path, files, master=sedml)
+
+
+def add_set_value(repeated, kind: str, sbml_id: str, range_id: str, formula: str,
+                  model: str = "m"):
+    """A setValue of a repeated task: `sbml_id` = formula (over its ranges)."""
+    sv = repeated.createTaskChange()
+    sv.setModelReference(model)
+    sv.setTarget(target(kind, sbml_id))
+    sv.setRange(range_id)
+    sv.setMath(libsedml.parseL3Formula(formula))
+    return sv

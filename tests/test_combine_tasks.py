@@ -16,8 +16,9 @@ import sbmlgpu.api
 from sbmlgpu.combine import run_omex
 from sbmlgpu.errors import UnsupportedModelError
 
-from .combine_build import (BIRTH_DEATH, add_generator, add_model, add_report, add_task,
-                            birth_death_x, new_document, pack, simple_document, target)
+from .combine_build import (BIRTH_DEATH, add_generator, add_model, add_report,
+                            add_set_value, add_task, add_time_course, birth_death_x,
+                            new_document, pack, simple_document, target)
 
 TIMES = np.linspace(0, 5, 51)
 
@@ -51,11 +52,7 @@ def add_scan(doc, values_k1, *, vector_k2=None, task="task"):
     r = rt.createVectorRange()
     r.setId("r")
     r.setValues(list(values_k1))
-    sv = rt.createTaskChange()
-    sv.setModelReference("m")
-    sv.setTarget(target("parameter", "k1"))
-    sv.setRange("r")
-    sv.setMath(libsedml.parseL3Formula("r"))
+    add_set_value(rt, "parameter", "k1", "r", "r")
     if vector_k2 is not None:
         f = rt.createFunctionalRange()
         f.setId("f")
@@ -67,11 +64,7 @@ def add_scan(doc, values_k1, *, vector_k2=None, task="task"):
         v = rt.createVectorRange()
         v.setId("v")
         v.setValues(list(vector_k2))
-        sv2 = rt.createTaskChange()
-        sv2.setModelReference("m")
-        sv2.setTarget(target("parameter", "k2"))
-        sv2.setRange("v")
-        sv2.setMath(libsedml.parseL3Formula("v + f - 2 * r"))  # = v (f = 2 r)
+        add_set_value(rt, "parameter", "k2", "v", "v + f - 2 * r")  # = v (f = 2 r)
     st = rt.createSubTask()
     st.setTask(task)
     st.setOrder(1)
@@ -145,11 +138,7 @@ def test_uniform_range_and_two_sub_tasks_pad_with_nan(tmp_path):
     r.setEnd(100)
     r.setNumberOfSteps(2)
     r.setType("log")
-    sv = rt.createTaskChange()
-    sv.setModelReference("m")
-    sv.setTarget(target("species", "X"))
-    sv.setRange("r")
-    sv.setMath(libsedml.parseL3Formula("r"))
+    add_set_value(rt, "species", "X", "r", "r")
     for order, task in ((2, "task_short"), (1, "task")):
         st = rt.createSubTask()
         st.setTask(task)
@@ -191,7 +180,6 @@ def test_model_changes_and_a_derived_model(tmp_path):
     change_xml.setTarget(target("parameter", "k2"))
     change_xml.setNewXML(libsedml.XMLNode.convertStringToXMLNode(
         '<parameter id="k2" value="3" constant="true"/>'))
-    from .combine_build import add_time_course
     add_time_course(doc, "sim", 0, 5, 50)
     add_task(doc, "t_m", "m", "sim")
     add_task(doc, "t_d", "d", "sim")
@@ -286,3 +274,46 @@ def test_plot2d_is_drawn(tmp_path):
     data, attrs = report(tmp_path / "out", "simulation.sedml/plot")
     assert attrs["_type"] == "SedPlot2D" and list(attrs["sedmlDataSetIds"]) == ["time", "gX"]
     np.testing.assert_allclose(data[1], birth_death_x(TIMES), rtol=1e-5)
+
+
+def test_master_file_runs_first_and_sources_resolve_beside_the_sedml(tmp_path):
+    from .combine_build import SBML_FORMAT, SEDML_FORMAT, sedml_text, write_archive
+
+    first = simple_document()
+    second = simple_document()
+    second.getModel("m").setSource("../model.xml")  # relative to sub/second.sedml
+    step = second.createOneStep()
+    step.setId("one")
+    step.setStep(1.0)
+    step.createAlgorithm().setKisaoID("KISAO_0000019")
+    add_task(second, "t_one", "m", "one")
+    add_generator(second, "oneX", "t_one", {"x": ("species", "X")}, "x")
+    add_report(second, "one_report", ["oneX"])
+    archive = write_archive(tmp_path / "a.omex", {
+        "model.xml": (BIRTH_DEATH, SBML_FORMAT),
+        "first.sedml": (sedml_text(first), SEDML_FORMAT),
+        "sub/second.sedml": (sedml_text(second), SEDML_FORMAT)}, master="sub/second.sedml")
+    outcome = run_omex(archive, tmp_path / "out", device="cpu")
+    assert list(outcome.reports) == ["sub/second.sedml", "first.sedml"]
+    one, attrs = report(tmp_path / "out", "sub/second.sedml/one_report")
+    assert list(attrs["sedmlDataSetShapes"]) == ["2"]  # oneStep: start and end
+    np.testing.assert_allclose(one[0], birth_death_x([0.0, 1.0]), rtol=1e-5)
+    assert (tmp_path / "out" / "sub" / "second.sedml" / "report.csv").is_file()
+    assert (tmp_path / "out" / "first.sedml" / "report.csv").is_file()
+
+
+def test_plot3d_is_drawn(tmp_path):
+    doc = simple_document()
+    add_generator(doc, "gX2", "task", {"x": ("species", "X")}, "x ^ 2")
+    plot = doc.createPlot3D()
+    plot.setId("plot3")
+    surface = plot.createSurface()
+    surface.setId("s1")
+    surface.setXDataReference("time")
+    surface.setYDataReference("gX")
+    surface.setZDataReference("gX2")
+    run_omex(pack(tmp_path / "a.omex", doc), tmp_path / "out", device="cpu")
+    assert (tmp_path / "out" / "simulation.sedml" / "plot3.png").read_bytes()[:4] == b"\x89PNG"
+    data, attrs = report(tmp_path / "out", "simulation.sedml/plot3")
+    assert attrs["_type"] == "SedPlot3D"
+    np.testing.assert_allclose(data[2], data[1] ** 2, rtol=1e-12)

@@ -1,0 +1,153 @@
+"""Bad archives and unsupported SED-ML: a typed error naming the file and the element,
+and from the command line one message and exit status 2, never a traceback."""
+
+from __future__ import annotations
+
+import zipfile
+
+import libsedml
+import pytest
+
+from sbmlgpu import cli
+from sbmlgpu.combine import run_omex
+from sbmlgpu.errors import OptionError, UnsupportedModelError
+
+from .combine_build import (SEDML_FORMAT, add_generator, add_report, add_set_value, add_task,
+                            pack, sedml_text, simple_document, write_archive)
+
+
+def omex(*argv):
+    return cli.main(["omex", *map(str, argv)])
+
+
+def test_a_file_that_is_not_an_archive(tmp_path, capsys):
+    bad = tmp_path / "bad.omex"
+    bad.write_text("not a zip file")
+    with pytest.raises(OptionError, match="bad.omex: not a COMBINE archive"):
+        run_omex(bad, tmp_path / "out")
+    assert omex("-i", bad, "-o", tmp_path / "out") == 2
+    err = capsys.readouterr().err
+    assert "bad.omex: not a COMBINE archive" in err and "Traceback" not in err
+    with pytest.raises(OptionError, match="no such file"):
+        run_omex(tmp_path / "missing.omex", tmp_path / "out")
+
+
+def test_an_archive_without_sedml(tmp_path):
+    path = tmp_path / "empty.omex"
+    write_archive(path, {"model.xml": ("<sbml/>", "http://identifiers.org/combine."
+                                                  "specifications/sbml")})
+    with pytest.raises(OptionError, match="lists no SED-ML file"):
+        run_omex(path, tmp_path / "out")
+
+
+def test_a_zip_without_manifest_or_with_a_missing_entry(tmp_path):
+    path = tmp_path / "plain.zip"
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("x.txt", "hello")
+    with pytest.raises(OptionError, match="plain.zip"):
+        run_omex(path, tmp_path / "out")
+
+
+def test_a_missing_model_file_names_the_model(tmp_path, capsys):
+    doc = simple_document()
+    doc.getModel("m").setSource("nowhere/model.xml")
+    archive = pack(tmp_path / "a.omex", doc)
+    with pytest.raises(OptionError, match=r"simulation.sedml, model 'm'.*nowhere/model.xml"):
+        run_omex(archive, tmp_path / "out")
+    assert omex("-i", archive, "-o", tmp_path / "out", "--cpu") == 2
+    assert "model 'm'" in capsys.readouterr().err
+
+
+def test_a_source_outside_the_archive_or_a_url(tmp_path):
+    doc = simple_document()
+    doc.getModel("m").setSource("../../etc/passwd")
+    with pytest.raises(OptionError, match="outside the archive"):
+        run_omex(pack(tmp_path / "a.omex", doc), tmp_path / "out")
+    doc.getModel("m").setSource("urn:miriam:biomodels.db:BIOMD0000000012")
+    with pytest.raises(OptionError, match="not fetched"):
+        run_omex(pack(tmp_path / "b.omex", doc), tmp_path / "out")
+
+
+def test_sedml_that_is_not_sedml(tmp_path):
+    archive = write_archive(tmp_path / "a.omex", {
+        "simulation.sedml": ("<sedML><broken></sedML>", SEDML_FORMAT)}, "simulation.sedml")
+    with pytest.raises(OptionError, match="simulation.sedml: not valid SED-ML"):
+        run_omex(archive, tmp_path / "out")
+
+
+def test_an_unknown_target_names_the_data_generator_and_id(tmp_path):
+    doc = simple_document()
+    add_generator(doc, "gY", "task", {"y": ("species", "Y")}, "y")
+    add_report(doc, "r2", ["gY"])
+    with pytest.raises(OptionError, match=r"task 'task'.*Y is not an id of model 'm'"):
+        run_omex(pack(tmp_path / "a.omex", doc), tmp_path / "out", device="cpu")
+
+
+def test_a_bad_change_target(tmp_path):
+    doc = simple_document()
+    change = doc.getModel("m").createChangeAttribute()
+    change.setTarget("/sbml:sbml/sbml:model/sbml:listOfParameters/sbml:parameter[@id='nope']"
+                     "/@value")
+    change.setNewValue("1")
+    with pytest.raises(OptionError, match=r"model 'm', change 1 \(changeAttribute\).*"
+                                          r"selects nothing"):
+        run_omex(pack(tmp_path / "a.omex", doc), tmp_path / "out", device="cpu")
+
+
+def test_unsupported_elements_are_refused_by_name(tmp_path):
+    doc = simple_document()  # a repeated task of a repeated task
+    for rid, sub in (("inner", "task"), ("outer", "inner")):
+        rt = doc.createRepeatedTask()
+        rt.setId(rid)
+        rt.setRangeId("r")
+        rt.setResetModel(True)
+        r = rt.createVectorRange()
+        r.setId("r")
+        r.setValues([1.0, 2.0])
+        add_set_value(rt, "parameter", "k1", "r", "r")
+        st = rt.createSubTask()
+        st.setTask(sub)
+        st.setOrder(1)
+    with pytest.raises(UnsupportedModelError, match="outer"):
+        run_omex(pack(tmp_path / "a.omex", doc), tmp_path / "out", device="cpu")
+
+    doc = simple_document()  # a time course continuing across iterations
+    rt = doc.createRepeatedTask()
+    rt.setId("carry_on")
+    rt.setRangeId("r")
+    rt.setResetModel(False)
+    r = rt.createVectorRange()
+    r.setId("r")
+    r.setValues([1.0, 2.0])
+    st = rt.createSubTask()
+    st.setTask("task")
+    st.setOrder(1)
+    with pytest.raises(UnsupportedModelError, match="carry_on"):
+        run_omex(pack(tmp_path / "b.omex", doc), tmp_path / "out", device="cpu")
+
+
+def test_bad_time_course_and_policy(tmp_path):
+    doc = simple_document()
+    doc.getSimulation("sim").setOutputEndTime(-1)
+    with pytest.raises(OptionError, match="simulation 'sim'"):
+        run_omex(pack(tmp_path / "a.omex", doc), tmp_path / "out", device="cpu")
+    with pytest.raises(OptionError, match="algorithm-substitution"):
+        run_omex(pack(tmp_path / "b.omex", simple_document()), tmp_path / "out",
+                 algorithm_substitution="ANY")
+
+
+def test_cli_writes_reports_and_prints_them(tmp_path, capsys):
+    archive = pack(tmp_path / "a.omex", simple_document())
+    assert omex("-i", archive, "-o", tmp_path / "out", "--cpu") == 0
+    out = capsys.readouterr().out.splitlines()
+    assert f"wrote {tmp_path / 'out' / 'reports.h5'}" in out
+    assert f"wrote {tmp_path / 'out' / 'simulation.sedml' / 'report.csv'}" in out
+
+
+def test_math_of_a_data_generator_that_is_wrong(tmp_path):
+    doc = simple_document()
+    g = doc.getDataGenerator("gX")
+    g.setMath(libsedml.parseL3Formula("x * undefined_name"))
+    with pytest.raises(OptionError, match="data generator 'gX'.*undefined_name"):
+        run_omex(pack(tmp_path / "a.omex", doc), tmp_path / "out", device="cpu")
+    assert sedml_text(doc)  # (the document itself stays writable)
