@@ -219,3 +219,32 @@ def add_set_value(repeated, kind: str, sbml_id: str, range_id: str, formula: str
     sv.setRange(range_id)
     sv.setMath(libsedml.parseL3Formula(formula))
     return sv
+
+
+def add_repeated(doc, task_id: str, values, sub_tasks=("task",), reset: bool = True):
+    """A repeated task over a vector range `r` of `values`, its sub-tasks in order."""
+    rt = doc.createRepeatedTask()
+    rt.setId(task_id)
+    rt.setRangeId("r")
+    rt.setResetModel(reset)
+    r = rt.createVectorRange()
+    r.setId("r")
+    r.setValues([float(v) for v in values])
+    for order, sub in enumerate(sub_tasks, start=1):
+        st = rt.createSubTask()
+        st.setTask(sub)
+        st.setOrder(order)
+    return rt
+
+
+def add_plot(doc, plot_id: str, refs: tuple[str, ...]):
+    """A plot2D (x, y) or plot3D (x, y, z) with one curve or surface of these generators."""
+    plot = doc.createPlot2D() if len(refs) == 2 else doc.createPlot3D()
+    plot.setId(plot_id)
+    item = plot.createCurve() if len(refs) == 2 else plot.createSurface()
+    item.setId(f"{plot_id}_item")
+    item.setXDataReference(refs[0])
+    item.setYDataReference(refs[1])
+    if len(refs) == 3:
+        item.setZDataReference(refs[2])
+    return plot

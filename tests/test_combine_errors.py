@@ -12,8 +12,8 @@ from sbmlgpu import cli
 from sbmlgpu.combine import run_omex
 from sbmlgpu.errors import OptionError, UnsupportedModelError
 
-from .combine_build import (SEDML_FORMAT, add_generator, add_report, add_set_value, add_task,
-                            pack, sedml_text, simple_document, write_archive)
+from .combine_build import (SEDML_FORMAT, add_generator, add_repeated, add_report,
+                            add_set_value, pack, sedml_text, simple_document, write_archive)
 
 
 def omex(*argv):
@@ -97,31 +97,12 @@ def test_a_bad_change_target(tmp_path):
 def test_unsupported_elements_are_refused_by_name(tmp_path):
     doc = simple_document()  # a repeated task of a repeated task
     for rid, sub in (("inner", "task"), ("outer", "inner")):
-        rt = doc.createRepeatedTask()
-        rt.setId(rid)
-        rt.setRangeId("r")
-        rt.setResetModel(True)
-        r = rt.createVectorRange()
-        r.setId("r")
-        r.setValues([1.0, 2.0])
-        add_set_value(rt, "parameter", "k1", "r", "r")
-        st = rt.createSubTask()
-        st.setTask(sub)
-        st.setOrder(1)
+        add_set_value(add_repeated(doc, rid, [1.0, 2.0], (sub,)), "parameter", "k1", "r", "r")
     with pytest.raises(UnsupportedModelError, match="outer"):
         run_omex(pack(tmp_path / "a.omex", doc), tmp_path / "out", device="cpu")
 
     doc = simple_document()  # a time course continuing across iterations
-    rt = doc.createRepeatedTask()
-    rt.setId("carry_on")
-    rt.setRangeId("r")
-    rt.setResetModel(False)
-    r = rt.createVectorRange()
-    r.setId("r")
-    r.setValues([1.0, 2.0])
-    st = rt.createSubTask()
-    st.setTask("task")
-    st.setOrder(1)
+    add_repeated(doc, "carry_on", [1.0, 2.0], reset=False)
     with pytest.raises(UnsupportedModelError, match="carry_on"):
         run_omex(pack(tmp_path / "b.omex", doc), tmp_path / "out", device="cpu")
 

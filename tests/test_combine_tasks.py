@@ -16,8 +16,8 @@ import sbmlgpu.api
 from sbmlgpu.combine import run_omex
 from sbmlgpu.errors import UnsupportedModelError
 
-from .combine_build import (BIRTH_DEATH, add_generator, add_model, add_report,
-                            add_set_value, add_task, add_time_course, birth_death_x,
+from .combine_build import (BIRTH_DEATH, add_generator, add_model, add_plot,
+                            add_repeated, add_report, add_set_value, add_task, add_time_course, birth_death_x,
                             new_document, pack, simple_document, target)
 
 TIMES = np.linspace(0, 5, 51)
@@ -45,13 +45,7 @@ def runs(monkeypatch):
 def add_scan(doc, values_k1, *, vector_k2=None, task="task"):
     """repeatedTask `scan` over k1 (a vector range `r`) and, optionally, k2 (`v`, with a
     functional range over `r` too), one sub-task, generators sX and sT."""
-    rt = doc.createRepeatedTask()
-    rt.setId("scan")
-    rt.setRangeId("r")
-    rt.setResetModel(True)
-    r = rt.createVectorRange()
-    r.setId("r")
-    r.setValues(list(values_k1))
+    rt = add_repeated(doc, "scan", values_k1, (task,))
     add_set_value(rt, "parameter", "k1", "r", "r")
     if vector_k2 is not None:
         f = rt.createFunctionalRange()
@@ -65,9 +59,6 @@ def add_scan(doc, values_k1, *, vector_k2=None, task="task"):
         v.setId("v")
         v.setValues(list(vector_k2))
         add_set_value(rt, "parameter", "k2", "v", "v + f - 2 * r")  # = v (f = 2 r)
-    st = rt.createSubTask()
-    st.setTask(task)
-    st.setOrder(1)
     add_generator(doc, "sX", "scan", {"x": ("species", "X")}, "x")
     add_generator(doc, "sT", "scan", {"t": ("symbol", "")}, "t")
     add_report(doc, "scan_report", ["sT", "sX"])
@@ -262,12 +253,7 @@ def test_kisao_map_chooses_the_backend(tmp_path, runs):
 
 def test_plot2d_is_drawn(tmp_path):
     doc = simple_document()
-    plot = doc.createPlot2D()
-    plot.setId("plot")
-    curve = plot.createCurve()
-    curve.setId("c1")
-    curve.setXDataReference("time")
-    curve.setYDataReference("gX")
+    add_plot(doc, "plot", ("time", "gX"))
     outcome = run_omex(pack(tmp_path / "a.omex", doc), tmp_path / "out", device="cpu")
     png = tmp_path / "out" / "simulation.sedml" / "plot.png"
     assert png in outcome.files and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -305,13 +291,7 @@ def test_master_file_runs_first_and_sources_resolve_beside_the_sedml(tmp_path):
 def test_plot3d_is_drawn(tmp_path):
     doc = simple_document()
     add_generator(doc, "gX2", "task", {"x": ("species", "X")}, "x ^ 2")
-    plot = doc.createPlot3D()
-    plot.setId("plot3")
-    surface = plot.createSurface()
-    surface.setId("s1")
-    surface.setXDataReference("time")
-    surface.setYDataReference("gX")
-    surface.setZDataReference("gX2")
+    add_plot(doc, "plot3", ("time", "gX", "gX2"))
     run_omex(pack(tmp_path / "a.omex", doc), tmp_path / "out", device="cpu")
     assert (tmp_path / "out" / "simulation.sedml" / "plot3.png").read_bytes()[:4] == b"\x89PNG"
     data, attrs = report(tmp_path / "out", "simulation.sedml/plot3")
