@@ -164,6 +164,12 @@ def write_plot(path: Path, output, generators: dict[str, np.ndarray]) -> Path:
             ax.set_xscale("log")
         if any(c.isSetLogY() and c.getLogY() for c in curves):
             ax.set_yscale("log")
+    items = plot_items(output)
+    if items:  # the axes are named by the first curve's (surface's) data generators
+        ax.set_xlabel(items[0][1])
+        ax.set_ylabel(items[0][2] if len(items) == 1 or three else "")
+        if three:
+            ax.set_zlabel(items[0][3])
     ax.set_title(output.getName() or output.getId())
     ax.legend(loc="best", fontsize="small")
     path.parent.mkdir(parents=True, exist_ok=True)
