@@ -3,6 +3,7 @@ and from the command line one message and exit status 2, never a traceback."""
 
 from __future__ import annotations
 
+import logging
 import zipfile
 
 import libsedml
@@ -73,6 +74,21 @@ def test_sedml_that_is_not_sedml(tmp_path):
         "simulation.sedml": ("<sedML><broken></sedML>", SEDML_FORMAT)}, "simulation.sedml")
     with pytest.raises(OptionError, match="simulation.sedml: not valid SED-ML"):
         run_omex(archive, tmp_path / "out")
+    archive = write_archive(tmp_path / "b.omex", {
+        "simulation.sedml": ("<foo/>", SEDML_FORMAT)}, "simulation.sedml")
+    with pytest.raises(OptionError, match="simulation.sedml: not valid SED-ML"):
+        run_omex(archive, tmp_path / "out")
+
+
+def test_a_level_1_version_3_sub_task_without_order_runs_with_a_warning(tmp_path, caplog):
+    doc = simple_document()
+    add_set_value(add_repeated(doc, "scan", [0.5, 1.0]), "parameter", "k1", "r", "r")
+    text = sedml_text(doc).replace(' order="1"', "")  # optional in L1V3
+    archive = pack(tmp_path / "a.omex", doc, extra={"simulation.sedml": (text, SEDML_FORMAT)})
+    with caplog.at_level(logging.WARNING, logger="sbmlgpu"):
+        run_omex(archive, tmp_path / "out", device="cpu")
+    assert any("order" in r.getMessage() and "carrying on" in r.getMessage()
+               for r in caplog.records)
 
 
 def test_an_unknown_target_names_the_data_generator_and_id(tmp_path):

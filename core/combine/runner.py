@@ -21,6 +21,9 @@ from .simulate import RunSettings
 from .tasks import TaskRunner
 
 log = logging.getLogger("sbmlgpu")
+#: libsedml's error ids below this are the XML layer's (not well-formed) and the
+#: document's own (not a SED-ML document, unknown level/version): nothing to run
+DOCUMENT_ERRORS = 10100
 
 
 @dataclass
@@ -64,12 +67,20 @@ def run_omex(archive: str | Path, outdir: str | Path, *, backend: str | None = N
 
 
 def read_sedml(path: Path, location: str):
+    """The SED-ML document. XML that cannot be read is an OptionError; libsedml's
+    validation errors are warnings, as it holds every version to the newest one's
+    rules (a subTask without `order`, optional in L1V3, is an error to it): whatever
+    we cannot run is refused later, by name."""
     doc = libsedml().readSedMLFromString(path.read_text(encoding="utf-8", errors="replace"))
-    errors = [doc.getError(k) for k in range(doc.getNumErrors())
-              if doc.getError(k).getSeverity() >= 2]  # LIBSEDML_SEV_ERROR and worse
-    if errors:
-        text = "; ".join(f"line {e.getLine()}: {e.getMessage().strip()}" for e in errors[:5])
+    problems = [doc.getError(k) for k in range(doc.getNumErrors())
+                if doc.getError(k).getSeverity() >= 2]  # LIBSEDML_SEV_ERROR and worse
+    fatal = [e for e in problems if e.getSeverity() >= 3 or e.getErrorId() < DOCUMENT_ERRORS]
+    if fatal:
+        text = "; ".join(f"line {e.getLine()}: {e.getMessage().strip()}" for e in fatal[:5])
         raise OptionError("input", f"{location}: not valid SED-ML ({text})")
+    for e in problems[:10]:
+        log.warning(f"{location}, line {e.getLine()}: {' '.join(e.getMessage().split())} "
+                    f"(libsedml; carrying on)")
     return doc
 
 
