@@ -148,3 +148,15 @@ def test_math_of_a_data_generator_that_is_wrong(tmp_path):
     with pytest.raises(OptionError, match="data generator 'gX'.*undefined_name"):
         run_omex(pack(tmp_path / "a.omex", doc), tmp_path / "out", device="cpu")
     assert sedml_text(doc)  # (the document itself stays writable)
+
+
+def test_a_model_that_is_not_valid_sbml_names_the_sedml_model(tmp_path):
+    from sbmlgpu.errors import SBMLImportError
+
+    text = ('<sbml xmlns="http://www.sbml.org/sbml/level3/version2/core" level="3" '
+            'version="2"><model id="m"><listOfSpecies><species id="X"/></listOfSpecies>'
+            '</model></sbml>')
+    with pytest.raises(SBMLImportError, match=r"simulation.sedml, model 'm' \(source "
+                                              r"'model.xml'\): not valid SBML\n.*compartment"):
+        run_omex(pack(tmp_path / "a.omex", simple_document(), model_text=text),
+                 tmp_path / "out", device="cpu")

@@ -53,9 +53,6 @@ def normalise(kisao_id: str) -> str:
 def choose(algorithm, where: str, *, steady: bool = False,
            policy: str = DEFAULT_POLICY) -> Method:
     """The backend that runs an algorithm of a simulation (`where` names it)."""
-    if policy not in POLICIES:
-        raise OptionError("algorithm-substitution", f"{policy!r}: choose one of "
-                                                    f"{', '.join(POLICIES)}")
     kisao = normalise(algorithm.getKisaoID() if algorithm is not None else "")
     known = STEADY if steady else {**ODE, **SSA}
     if kisao in known:

@@ -52,10 +52,10 @@ def run_omex(archive: str | Path, outdir: str | Path, *, backend: str | None = N
                                                     f"one of {', '.join(kisao.POLICIES)}")
     settings = RunSettings(backend, device, algorithm_substitution)
     outdir = Path(outdir)
-    outdir.mkdir(parents=True, exist_ok=True)
     outcome = OmexOutcome()
     with tempfile.TemporaryDirectory(prefix="sbmlgpu-omex-") as folder:
         opened = open_archive(archive, folder)
+        outdir.mkdir(parents=True, exist_ok=True)
         h5_path = outdir / "reports.h5"
         with h5py.File(h5_path, "w") as h5:
             for location in opened.sedml:

@@ -13,7 +13,7 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 
-from ..errors import OptionError, UnsupportedModelError
+from ..errors import OptionError, SBMLImportError, UnsupportedModelError
 from .mathexpr import evaluate_math
 from .models import ModelSources, read_value
 from .simulate import TIME, RunSettings, simulate
@@ -32,7 +32,13 @@ class TaskRunner:
         if model_ref not in self._networks:
             from .. import load
 
-            self._networks[model_ref] = load(self.sources.text(model_ref))
+            try:
+                self._networks[model_ref] = load(self.sources.text(model_ref))
+            except SBMLImportError as exc:  # named by the SED-ML model, not "<string>"
+                model = self.doc.getModel(model_ref)
+                raise SBMLImportError(f"{self.where}, model {model_ref!r} (source "
+                                      f"{model.getSource() if model else '?'!r})",
+                                      exc.summary, exc.problems) from None
         return self._networks[model_ref]
 
     def run(self, task_id: str, ids: list[str]) -> dict[str, np.ndarray]:
