@@ -297,3 +297,24 @@ def test_plot3d_is_drawn(tmp_path):
     data, attrs = report(tmp_path / "out", "simulation.sedml/plot3")
     assert attrs["_type"] == "SedPlot3D"
     np.testing.assert_allclose(data[2], data[1] ** 2, rtol=1e-12)
+
+
+def test_a_steady_state_never_reached_is_an_error_naming_the_task(tmp_path):
+    from sbmlgpu.errors import SimulationError
+
+    doc = steady_document()
+    remove = doc.getModel("m").createRemoveXML()  # birth only: X grows without end
+    remove.setTarget("/sbml:sbml/sbml:model/sbml:listOfReactions/sbml:reaction[@id='death']")
+    with pytest.raises(SimulationError, match=r"task 'task'.*no steady state"):
+        run_omex(pack(tmp_path / "a.omex", doc), tmp_path / "out", device="cpu")
+
+
+def test_settle_finds_the_first_quiet_doubling():
+    from sbmlgpu.ode_steady_state import TIMES, settle
+
+    quiet = np.ones((1, len(TIMES), 1))
+    quiet[0, :10, 0] = np.linspace(5, 1.5, 10)  # changes up to output time 10 (value 1)
+    growing = TIMES.reshape(1, -1, 1) + 1.0
+    first, settled = settle(np.concatenate([quiet, growing]), [0], 1e-6, 1e-9)
+    # the first quiet doubling is [TIMES[10], TIMES[11]]: the state is the one at TIMES[11]
+    assert settled.tolist() == [True, False] and first.tolist() == [11, -1]
