@@ -58,6 +58,9 @@ def _int_list(text: str) -> list[int]:
 
 
 def _default_backend_text(task_cls) -> str:
+    if task_cls.default_backend and task_cls.fallback_backend:
+        return (f"{task_cls.default_backend}; {task_cls.fallback_backend} where "
+                f"{task_cls.default_backend} refuses the model")
     if task_cls.default_backend:
         return task_cls.default_backend
     return "the only installed backend that computes it"
