@@ -224,9 +224,30 @@ def execute(model, task: Task, backend: str | None = None, *, options=None, devi
         result.metadata["members"] = task.n
         if task.parameters and not result.members:
             result.members = dict(task.parameters)
+    if isinstance(task, TimeCourse):
+        for note in time_course_notes(result, task):
+            log.info(note)
     if profile:
         files += write_profile(profiler, profile)
     return RunOutcome(result, network, profiler, files)
+
+
+def time_course_notes(result, task: TimeCourse) -> list[str]:
+    """What a user could take for a bug in a time course that is right: no output
+    columns, a summary whose sd cannot be defined."""
+    notes = []
+    if not result.ids:
+        notes.append("the result has no output columns (the model has no species and "
+                     "nothing that changes): only the times are written; name outputs "
+                     "with --outputs / outputs=")
+    if task.summary:
+        succeeded = result.n_members - result.n_failed
+        if succeeded == 0:
+            notes.append("--summary: no member succeeded, so every statistic is NaN")
+        elif succeeded == 1:
+            notes.append("--summary over one member: its sd is undefined and written as "
+                         "NaN; mean and quantiles are that member's values")
+    return notes
 
 
 def run(model, backend: str | None = None, *, start: float = 0.0, end: float | None = None,

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 import sbmlgpu
-from sbmlgpu import cli
 from sbmlgpu.ensemble import read_petab_parameters, read_table
 from sbmlgpu.errors import OptionError, UnsupportedModelError
 from sbmlgpu.tasks import TimeCourse
@@ -15,6 +14,7 @@ from sbmlgpu.tasks.limits import MAX_OUTPUT_TIMES, check_result_size
 from sbmlgpu.tasks.estimation import read_measurements
 from tests.sbml_strings import model as sbml_model
 from tests.sbml_strings import parameter, reaction, species, write_decay_model
+from tests.test_cli import run_main
 
 DELAYED_LAW = ("<apply><times/><ci>k</ci><apply><csymbol encoding='text' definitionURL="
                "'http://www.sbml.org/sbml/symbols/delay'>delay</csymbol><ci>A</ci>"
@@ -32,12 +32,6 @@ def delayed(tmp_path):
     path.write_text(sbml_model(species("A", 10) + species("B", 0), parameter("k", 1),
                                reaction("r", ["A"], ["B"], DELAYED_LAW)))
     return path
-
-
-def run_main(capsys, *argv):
-    code = cli.main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 # -- the fast default ----------------------------------------------------------------------
@@ -140,3 +134,116 @@ def test_a_table_that_is_not_utf8_names_the_file_and_line(capsys, decay, tmp_pat
     code, _, err = run_main(capsys, "run", decay, "--end", 1, "--parameters",
                             tmp_path / "sets.csv", "-o", tmp_path)
     assert code == 2 and "line 3: not UTF-8" in err and "Traceback" not in err
+
+
+# -- runs that end, flagged -------------------------------------------------------------------
+def _write(tmp_path, name, text) -> Path:
+    path = tmp_path / f"{name}.xml"
+    path.write_text(text)
+    return path
+
+
+def _event(eid: str, trigger: str, value: str) -> str:
+    math = '<math xmlns="http://www.w3.org/1998/Math/MathML">'
+    return (f'<event id="{eid}" useValuesFromTriggerTime="true"><trigger initialValue="false" '
+            f'persistent="true">{math}{trigger}</math></trigger><listOfEventAssignments>'
+            f'<eventAssignment variable="B">{math}<cn>{value}</cn></math></eventAssignment>'
+            f'</listOfEventAssignments></event>')
+
+
+def ping_pong_events(tmp_path) -> Path:
+    """B < 1 sets B = 2, B > 1 sets B = 0: at t = 0 the events trigger each other
+    without end (the reference fails the run; the SSA used to settle after one round)."""
+    law = "<apply><times/><ci>k</ci><ci>A</ci></apply>"
+    events = (_event("low", "<apply><lt/><ci>B</ci><cn>1</cn></apply>", "2")
+              + _event("high", "<apply><gt/><ci>B</ci><cn>1</cn></apply>", "0"))
+    return _write(tmp_path, "pingpong", sbml_model(
+        species("A", 10) + species("B", 0.5), parameter("k", 1),
+        reaction("r", ["A"], [], law), events=events))
+
+
+@pytest.mark.parametrize("engine", ["compiled", "numpy"])
+def test_an_ssa_event_loop_that_never_settles_fails_the_member(tmp_path, engine):
+    result = sbmlgpu.run(ping_pong_events(tmp_path), "ssa", end=1.0, points=3, n=2,
+                         device="cpu", options={"cpu_engine": engine}, progress=False)
+    failures = result.failures()
+    assert len(failures) == 2
+    assert all("events kept triggering each other" in message for _, _, message in failures)
+
+
+def test_the_ssa_event_kernel_compiles_for_sm_90():
+    from sbmlgpu.codegen.compile_check import nvcc_available, nvcc_compile
+    from sbmlgpu.plugins.ssa.codegen import kernel_source
+    from sbmlgpu.plugins.ssa.expressions import prepare
+    from sbmlgpu.plugins.ssa.model import build
+    from tests.test_ssa_cpu import VARIANTS, events_model
+
+    if not nvcc_available():
+        pytest.skip("nvcc not installed")
+    for variant in VARIANTS[:2]:
+        source = kernel_source(prepare(build(events_model()), (), ("X",)), variant)
+        assert "ssa_fire" in source and nvcc_compile(source, "sm_90", name="ssa_events")
+
+
+def test_an_ssa_realisation_whose_firings_never_end_stops_at_the_default_limit(tmp_path):
+    from sbmlgpu.plugins.ssa.options import SsaOptions
+
+    assert SsaOptions().max_firings == 100_000_000  # a limit without being asked
+    law = "<apply><times/><ci>k</ci><ci>A</ci><ci>A</ci></apply>"  # A -> 2A, blowing up
+    path = _write(tmp_path, "blowup", sbml_model(species("A", 10), parameter("k", 1),
+                                                 reaction("r", ["A"], ["A", "A"], law)))
+    result = sbmlgpu.run(path, "ssa", end=10.0, points=3, device="cpu", progress=False,
+                         options={"max_firings": 10_000})
+    [(_, status, message)] = result.failures()
+    assert status.name == "max_steps" and "raise --max-firings" in message
+
+
+def test_cpu_threads_beyond_the_cap_is_an_option_error(capsys, decay, tmp_path):
+    code, _, err = run_main(capsys, "run", decay, "--end", 1, "--backend", "ssa",
+                            "--cpu-threads", 100000, "-o", tmp_path)
+    assert code == 2 and "option cpu-threads: 100000 is above the maximum 1024" in err
+
+
+@pytest.mark.parametrize("backend", ["ode", "ssa", "reference"])
+def test_a_compartment_of_size_zero_fails_the_member(tmp_path, backend):
+    law = "<apply><times/><ci>k</ci><ci>A</ci></apply>"
+    path = _write(tmp_path, "empty", sbml_model(
+        species("A", 10) + species("B", 0), parameter("k", 1),
+        reaction("r", ["A"], ["B"], law), size=0))
+    result = sbmlgpu.run(path, backend, end=1.0, points=3, device="cpu", progress=False)
+    [(_, status, _)] = result.failures()
+    assert status.name in ("non_finite", "failed")
+
+
+@pytest.mark.parametrize("model", ["overflow", "no value"])
+def test_ode_flags_what_the_reference_flags(tmp_path, model):
+    law = "<apply><times/><ci>k</ci><ci>A</ci></apply>"
+    if model == "overflow":  # A' = k A^2: infinite at t = 0.1
+        text = sbml_model(species("A", 10), parameter("k", 1), reaction(
+            "r", [], ["A"], "<apply><times/><ci>k</ci><ci>A</ci><ci>A</ci></apply>"))
+    else:
+        text = sbml_model(species("A", 10) + species("B", 0),
+                          '<parameter id="k" constant="true"/>',
+                          reaction("r", ["A"], ["B"], law))
+    path = _write(tmp_path, "m", text)
+    for backend in ("reference", "ode"):
+        result = sbmlgpu.run(path, backend, end=1.0, points=3, device="cpu", progress=False)
+        [(_, status, _)] = result.failures()
+        assert status.name != "ok", backend
+
+
+# -- notes where a right result looks wrong -----------------------------------------------
+def test_a_summary_of_one_member_notes_that_sd_is_undefined(capsys, decay, tmp_path):
+    code, _, err = run_main(capsys, "run", decay, "--end", 1, "--points", 3, "--backend",
+                            "reference", "--summary", "-o", tmp_path)
+    assert code == 0 and "--summary over one member: its sd is undefined" in err
+    header, *rows = (tmp_path / "decay.csv").read_text().splitlines()
+    assert header.split(",")[2] == "A_sd" and all(r.split(",")[2] == "nan" for r in rows)
+
+
+def test_an_output_without_columns_says_so(capsys, tmp_path):
+    path = _write(tmp_path, "bare", sbml_model("", parameter("k", 1)))
+    code, _, err = run_main(capsys, "run", path, "--end", 1, "--points", 3, "--backend",
+                            "reference", "-o", tmp_path)
+    assert code == 0 and "the result has no output columns" in err
+    assert (tmp_path / "bare.csv").read_text().splitlines()[0] == "time"

@@ -36,13 +36,15 @@ _lock = threading.Lock()
 _state: dict = {"probed": False, "driver": None, "reason": None}
 
 
-def get_driver() -> Driver | None:
-    """The GPU driver, or None (logged once with the reason) when there is no GPU."""
+def get_driver(announce: bool = True) -> Driver | None:
+    """The GPU driver, or None (logged once with the reason, unless `announce` is
+    False: a caller that turns no GPU into an error says it once itself) when there
+    is no GPU."""
     with _lock:
         if not _state["probed"]:
             _state["driver"], _state["reason"] = _probe()
             _state["probed"] = True
-            if _state["driver"] is None:
+            if _state["driver"] is None and announce:
                 log.warning("no GPU found (%s): running on the CPU path", _state["reason"])
         return _state["driver"]
 
@@ -54,7 +56,7 @@ def no_gpu_reason() -> str | None:
 
 def get_devices(indices: Sequence[int] | None = None) -> list[Device]:
     """The devices to use: all (None) or those at `indices`; [] without a GPU."""
-    driver = get_driver()
+    driver = get_driver(announce=not indices)
     if driver is None:
         if indices:
             raise DeviceError(f"GPU devices {list(indices)} requested, but no GPU found "
