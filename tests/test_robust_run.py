@@ -228,8 +228,18 @@ def test_ode_flags_what_the_reference_flags(tmp_path, model):
     path = _write(tmp_path, "m", text)
     for backend in ("reference", "ode"):
         result = sbmlgpu.run(path, backend, end=1.0, points=3, device="cpu", progress=False)
-        [(_, status, _)] = result.failures()
+        [(_, status, message)] = result.failures()
         assert status.name != "ok", backend
+    if model == "no value":  # ode says when: A is 10 at t = 0, NaN from the first step
+        assert status.name == "non_finite"
+        assert message.startswith("a state became NaN or infinite between t = 0 and t = 0.5")
+
+
+def test_ode_names_why_an_event_loop_failed(tmp_path):
+    result = sbmlgpu.run(ping_pong_events(tmp_path), "ode", end=1.0, points=3, device="cpu",
+                         progress=False)
+    [(_, status, message)] = result.failures()
+    assert status.name == "failed" and "events triggered each other without end" in message
 
 
 # -- notes where a right result looks wrong -----------------------------------------------
