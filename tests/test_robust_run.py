@@ -68,6 +68,14 @@ def test_no_fallback_when_options_of_the_default_were_given(capsys, delayed, tmp
     assert "options of 'ode' were given" in err
 
 
+def test_without_ode_installed_the_default_is_its_fallback(use_backends):
+    from sbmlgpu import plugin_manager
+    from tests.test_plugins import FakeBackend
+
+    use_backends(FakeBackend("reference"), FakeBackend("other"))  # time courses, no ode
+    assert plugin_manager.backend_for(TimeCourse).name == "reference"
+
+
 # -- sizes checked before anything runs -------------------------------------------------------
 def test_too_many_output_times_is_an_option_error_naming_need_and_limit(capsys, decay, tmp_path):
     code, _, err = run_main(capsys, "run", decay, "--end", 1, "--points", 100_000_000,
