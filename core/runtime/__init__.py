@@ -33,18 +33,16 @@ from .host import HostCompileError  # noqa: F401 (re-exported)
 log = logging.getLogger("sbmlgpu.runtime")
 
 _lock = threading.Lock()
-_state: dict = {"probed": False, "driver": None, "reason": None}
+_state: dict = {"probed": False, "driver": None, "reason": None, "announce": True}
 
 
-def get_driver(announce: bool = True) -> Driver | None:
-    """The GPU driver, or None (logged once with the reason, unless `announce` is
-    False: a caller that turns no GPU into an error says it once itself) when there
-    is no GPU."""
+def get_driver() -> Driver | None:
+    """The GPU driver, or None (logged once with the reason) when there is no GPU."""
     with _lock:
         if not _state["probed"]:
             _state["driver"], _state["reason"] = _probe()
             _state["probed"] = True
-            if _state["driver"] is None and announce:
+            if _state["driver"] is None and _state["announce"]:
                 log.warning("no GPU found (%s): running on the CPU path", _state["reason"])
         return _state["driver"]
 
@@ -56,7 +54,13 @@ def no_gpu_reason() -> str | None:
 
 def get_devices(indices: Sequence[int] | None = None) -> list[Device]:
     """The devices to use: all (None) or those at `indices`; [] without a GPU."""
-    driver = get_driver(announce=not indices)
+    with _lock:  # no GPU will be an error that says so: no "running on the CPU" note
+        _state["announce"] = not indices
+    try:
+        driver = get_driver()
+    finally:
+        with _lock:
+            _state["announce"] = True
     if driver is None:
         if indices:
             raise DeviceError(f"GPU devices {list(indices)} requested, but no GPU found "
@@ -78,7 +82,7 @@ def get_devices(indices: Sequence[int] | None = None) -> list[Device]:
 def reset() -> None:
     """Forget the probe result (tests)."""
     with _lock:
-        _state.update(probed=False, driver=None, reason=None)
+        _state.update(probed=False, driver=None, reason=None, announce=True)
 
 
 def _probe() -> tuple[Driver | None, str | None]:
