@@ -21,7 +21,7 @@ import numpy as np
 
 from . import plugin_manager
 from .backend import Backend, BackendOptions
-from .errors import OptionError
+from .errors import OptionError, UnsupportedModelError
 from .ir import Network
 from .profile import Profiler
 from .results import Result
@@ -144,19 +144,54 @@ def write_profile(profiler, path: str | Path) -> list[Path]:
     return [path, trace]
 
 
+def _given(options) -> bool:
+    # options for the default backend the user set (a mapping with keys, or an object)
+    return bool(options) if isinstance(options, Mapping) else options is not None
+
+
+def choose_backend(task_cls: type[Task], network: Network, backend: str | None,
+                   options=None) -> Backend:
+    """The backend that runs the task, having accepted the model. With no backend
+    named, a model the task's default refuses (ode: delay(), fast reactions, ...) goes
+    to the task's `fallback_backend` with one note naming what was refused; a named
+    backend's refusal, or one whose options were given, is the user's error."""
+    chosen = plugin_manager.backend_for(task_cls, backend)
+    try:
+        chosen.check_supported(network)
+    except UnsupportedModelError as refusal:
+        fallback = task_cls.fallback_backend
+        if backend is not None or fallback in (None, chosen.name):
+            raise
+        if _given(options):
+            log.info(f"options of {chosen.name!r} were given, so the model does not go "
+                     f"to {fallback!r}")
+            raise
+        other = plugin_manager.backend_for(task_cls, fallback)
+        other.check_supported(network)  # its own refusal if it refuses too
+        refused = "; ".join(refusal.features)
+        log.info(f"the default backend {chosen.name!r} refuses this model ({refused}): "
+                 f"running it on {other.name!r} instead (--backend names one)")
+        return other
+    return chosen
+
+
 def execute(model, task: Task, backend: str | None = None, *, options=None, device="auto",
             keep_source: str | Path | None = None, profile: str | Path | None = None
             ) -> RunOutcome:
-    """Answer `task` for `model` with `backend` (None: the task's default, or the one
-    installed backend that implements it); the result, profiler and files written."""
+    """Answer `task` for `model` with `backend` (None: the task's default, falling back
+    as choose_backend says, or the one installed backend that implements it); the
+    result, profiler and files written."""
     started = time.perf_counter()
     if not isinstance(task, Task):
         raise OptionError("task", f"{task!r} is not a task (sbmlgpu.tasks)")
     network = plugin_manager.transform(load_model(model))
-    chosen = plugin_manager.backend_for(type(task), backend)
-    chosen.check_supported(network)
+    chosen = choose_backend(type(task), network, backend, options)
     opts = backend_options(chosen, options)
     task.bind(network)
+    if isinstance(task, TimeCourse):
+        from .tasks.limits import check_result_size
+
+        check_result_size(task, network)
     devices = select_devices(device, chosen)
     program = chosen.compile(network, opts, devices[0] if devices else None)
     profiler = Profiler(observers=plugin_manager.profile_observers())
@@ -189,18 +224,41 @@ def execute(model, task: Task, backend: str | None = None, *, options=None, devi
         result.metadata["members"] = task.n
         if task.parameters and not result.members:
             result.members = dict(task.parameters)
+    if isinstance(task, TimeCourse):
+        for note in time_course_notes(result, task):
+            log.info(note)
     if profile:
         files += write_profile(profiler, profile)
     return RunOutcome(result, network, profiler, files)
 
 
-def run(model, backend: str = "reference", *, start: float = 0.0, end: float | None = None,
+def time_course_notes(result, task: TimeCourse) -> list[str]:
+    """What a user could take for a bug in a time course that is right: no output
+    columns, a summary whose sd cannot be defined."""
+    notes = []
+    if not result.ids:
+        notes.append("the result has no output columns (the model has no species and "
+                     "nothing that changes): only the times are written; name outputs "
+                     "with --outputs / outputs=")
+    if task.summary:
+        succeeded = result.n_members - result.n_failed
+        if succeeded == 0:
+            notes.append("--summary: no member succeeded, so every statistic is NaN")
+        elif succeeded == 1:
+            notes.append("--summary over one member: its sd is undefined and written as "
+                         "NaN; mean and quantiles are that member's values")
+    return notes
+
+
+def run(model, backend: str | None = None, *, start: float = 0.0, end: float | None = None,
         points: int | None = None, times=None,
         parameters: Mapping[str, Sequence[float]] | None = None, n: int = 1, seed: int = 0,
         summary: bool = False, outputs: Sequence[str] | None = None, options=None,
         device="auto", keep_source: str | Path | None = None,
         profile: str | Path | None = None, progress: bool = True) -> Result:
-    """Simulate `model` (a path, an SBML string or a Network) with `backend`.
+    """Simulate `model` (a path, an SBML string or a Network) with `backend` (None:
+    `ode`, on the GPU if there is one, else its CPU path; a model that ode refuses
+    runs on `reference`, with a note).
 
     Output times: `times`, or `points` (default 101) evenly spaced from `start` to
     `end`. Ensemble: `parameters` {SBML id: one value per member} (see

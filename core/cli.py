@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -59,6 +60,9 @@ def _int_list(text: str) -> list[int]:
 
 
 def _default_backend_text(task_cls) -> str:
+    if task_cls.default_backend and task_cls.fallback_backend:
+        return (f"{task_cls.default_backend}; {task_cls.fallback_backend} where "
+                f"{task_cls.default_backend} refuses the model")
     if task_cls.default_backend:
         return task_cls.default_backend
     return "the only installed backend that computes it"
@@ -204,6 +208,14 @@ def _report_failures(result) -> None:
         print(f"  ... and {len(failures) - 5} more", file=sys.stderr)
 
 
+def _print_profile(profiler) -> None:
+    if profiler.records:
+        print(profiler.summary_table())
+    else:  # the CPU path launches no kernels: no table of empty rows
+        print("profile: no kernels were launched (the CPU path runs none), so there is "
+              "nothing to tabulate")
+
+
 def cmd_task(args) -> int:
     """Any task's command: build the task from the flags, run it, write the result."""
     from . import api, load, plugin_manager
@@ -233,7 +245,7 @@ def cmd_task(args) -> int:
     for path in files:
         print(f"wrote {path}")
     if args.profile and outcome.profiler is not None:
-        print(outcome.profiler.summary_table())
+        _print_profile(outcome.profiler)
     if isinstance(result, TimeCourseResult):
         _report_failures(result)
         return EXIT_RUN_FAILED if result.n_failed == result.n_members else 0
@@ -282,6 +294,20 @@ def cmd_info(args) -> int:
 
 
 # -- entry point ----------------------------------------------------------------------
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a command cut off so
+
+
+def _closed_pipe() -> int:
+    """Quietly end a command whose reader closed stdout: point stdout at /dev/null so
+    that the interpreter's last flush does not print a second error."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no real file descriptor (captured output)
+        pass
+    return EXIT_BROKEN_PIPE
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
@@ -291,7 +317,11 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, "func", None) is None:
             build_parser([]).print_help(sys.stderr)
             return 2
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handlers below
+        return code
+    except BrokenPipeError:  # `sbmlgpu info MODEL | head -1`: the reader had enough
+        return _closed_pipe()
     except SystemExit as exc:  # argparse: --help, --version, usage errors
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
     except SbmlGpuError as exc:

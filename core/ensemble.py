@@ -8,7 +8,6 @@ ensemble size, the other ids sampled, or their order.
 
 from __future__ import annotations
 
-import csv
 import difflib
 import hashlib
 import math
@@ -20,6 +19,7 @@ import numpy as np
 
 from .errors import OptionError
 from .ir import Network
+from .text_table import read_records, read_rows
 
 SETTABLE_KINDS = ("parameter", "species", "compartment", "species_reference")
 
@@ -63,15 +63,14 @@ def _number(text: str, where: str, option: str) -> float:
 
 
 def read_table(path: str | Path, option: str = "parameters") -> dict[str, np.ndarray]:
-    """A table of parameter sets: CSV with a header of SBML ids and one row per
-    member, or NPZ with one 1-D array per id (all of the same length)."""
+    """A table of parameter sets: CSV (commas or tabs) with a header of SBML ids and
+    one row per member, or NPZ with one 1-D array per id (all of the same length)."""
     path = Path(path)
     if not path.is_file():
         raise OptionError(option, f"{path}: no such file")
     if path.suffix.lower() == ".npz":
         return _read_npz(path, option)
-    with open(path, newline="", encoding="utf-8-sig") as f:
-        rows = [row for row in csv.reader(f) if row and any(c.strip() for c in row)]
+    rows = read_rows(path, option)
     if not rows:
         raise OptionError(option, f"{path}: the table is empty")
     header = [h.strip() for h in rows[0]]
@@ -184,7 +183,7 @@ def parse_sample(text: str, option: str = "sample") -> tuple[str, Distribution]:
 
 def sample(specs: Mapping[str, Distribution | str], n: int, seed: int) -> dict[str, np.ndarray]:
     """n values of every id, drawn from its distribution."""
-    _check_n(n)
+    _check_n(n, len(specs))
     out = {}
     for sbml_id, dist in specs.items():
         if isinstance(dist, str):
@@ -193,9 +192,18 @@ def sample(specs: Mapping[str, Distribution | str], n: int, seed: int) -> dict[s
     return out
 
 
-def _check_n(n: int) -> None:
+def _check_n(n: int, ids: int = 0) -> None:
+    """A positive size whose `ids` columns of draws fit in memory (checked before
+    drawing: --ensemble 10^10 is an OptionError, not a MemoryError minutes later)."""
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise OptionError("ensemble", f"{n!r}: the ensemble size must be a positive integer")
+    from .tasks.limits import physical_memory
+
+    need, limit = int(n) * ids * 8 * 2, physical_memory()  # the draws and their transform
+    if ids and limit and need > limit:
+        raise OptionError("ensemble", f"{n:,} members x {ids} sampled id(s) would need "
+                                      f"{need / 1e9:.3g} GB for the parameter sets; the "
+                                      f"limit is {limit / 1e9:.3g} GB (this machine's memory)")
 
 
 # -- PEtab -----------------------------------------------------------------------------
@@ -220,14 +228,9 @@ class PetabParameter:
 
 
 def read_petab_parameters(path: str | Path, option: str = "petab-parameters") -> list[PetabParameter]:
-    path = Path(path)
-    if not path.is_file():
-        raise OptionError(option, f"{path}: no such file")
-    with open(path, newline="", encoding="utf-8-sig") as f:
-        rows = list(csv.DictReader(f, delimiter="\t"))
+    have, rows = read_records(path, option)
     need = ("parameterId", "parameterScale", "lowerBound", "upperBound", "nominalValue",
             "estimate")
-    have = rows[0].keys() if rows else ()
     missing = [c for c in need if c not in have]
     if missing:
         raise OptionError(option, f"{path}: not a PEtab parameter table (missing "
@@ -269,8 +272,8 @@ def sample_petab(path: str | Path, n: int, seed: int,
     within their bounds on their scale, the others at their nominal value.
     Returns (sets, ids left out): a PEtab table also lists observable and noise
     parameters, which are not in the SBML model; those are left out, not an error."""
-    _check_n(n)
     table = read_petab_parameters(path)
+    _check_n(n, len(table))
     left_out = [p.id for p in table
                 if network is not None and network.kind_of(p.id) not in SETTABLE_KINDS]
     sets = {p.id: p.sample(seed, n) for p in table if p.id not in left_out}

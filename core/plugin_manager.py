@@ -292,11 +292,15 @@ def task_kinds(pm: pluggy.PluginManager | None = None) -> set[str]:
 
 def backend_for(task_cls, name: str | None = None,
                 pm: pluggy.PluginManager | None = None) -> "Backend":
-    """The backend that answers tasks of `task_cls`: `name`, else the task's default,
-    else the only installed backend that implements it; an OptionError otherwise."""
+    """The backend that answers tasks of `task_cls`: `name`, else the task's default
+    (its fallback where the default is not installed), else the only installed backend
+    that implements it; an OptionError otherwise."""
     able = backends_for(task_cls.kind, pm)
     if name is None:
         default = task_cls.default_backend
+        fallback = getattr(task_cls, "fallback_backend", None)
+        if default is not None and default not in able and fallback in able:
+            default = fallback  # the default's plugin is not installed here
         if default is not None:
             name = default
         elif len(able) == 1:

@@ -52,7 +52,7 @@ def test_backends_lists_name_description_and_distribution(capsys):
 
 
 def test_run_help_is_complete_and_includes_backend_options(capsys):
-    code, out, _ = run_main(capsys, "run", "--help")
+    code, out, _ = run_main(capsys, "run", "--backend", "reference", "--help")
     assert code == 0
     for flag in ("--backend", "--start", "--end", "--points", "--times", "--ensemble",
                  "--parameters", "--sample", "--petab-parameters", "--seed", "--summary",
@@ -93,7 +93,8 @@ def test_run_writes_csv_and_says_where(capsys, model, tmp_path):
 
 def test_run_backend_options_reach_the_backend(capsys, model, tmp_path):
     code, _, err = run_main(capsys, "run", model, "--times", "0,1,2", "-o", tmp_path,
-                            "--rtol", "1e-6", "--method", "BDF", "--format", "npz")
+                            "--backend", "reference", "--rtol", "1e-6", "--method", "BDF",
+                            "--format", "npz")
     assert code == 0, err
     result = read_npz(tmp_path / "decay.npz")
     assert result.metadata["options"]["rtol"] == 1e-6
@@ -129,7 +130,7 @@ def test_run_parameters_table_gives_the_members(capsys, model, tmp_path):
 
 def test_run_hdf5_and_profile_and_keep_source(capsys, model, tmp_path):
     code, out, err = run_main(capsys, "run", model, "--end", 1, "-o", tmp_path,
-                              "--format", "hdf5", "--profile", tmp_path / "p" / "prof.json",
+                              "--backend", "reference", "--format", "hdf5", "--profile", tmp_path / "p" / "prof.json",
                               "--keep-source", tmp_path / "src")
     assert code == 0, err
     assert f"wrote {tmp_path / 'decay.h5'}" in out
@@ -146,7 +147,8 @@ def test_run_hdf5_and_profile_and_keep_source(capsys, model, tmp_path):
 
 # -- errors become one message ------------------------------------------------------------
 @pytest.mark.parametrize("args,message", [
-    (["--end", "1", "--rtol", "0"], "option rtol: 0.0 is below the minimum"),
+    (["--end", "1", "--backend", "reference", "--rtol", "0"],
+     "option rtol: 0.0 is below the minimum"),
     (["--end", "1", "--method", "Euler"], "invalid choice: 'Euler'"),
     (["--end", "1", "--backend", "refrence"], "no backend 'refrence' (did you mean reference?)"),
     (["--times", "0,1", "--end", "2"], "give either --times or --start/--end/--points"),
@@ -156,7 +158,8 @@ def test_run_hdf5_and_profile_and_keep_source(capsys, model, tmp_path):
      "option sample: 'kk' is not a parameter, species, compartment or species reference of the model; did you mean k?"),
     (["--end", "1", "--outputs", "A,a2"], "option outputs: 'a2' is not an id"),
     (["--end", "1", "--ensemble", "0"], "option ensemble"),
-    (["--end", "1", "--devices", "0"], "option device: backend 'reference' runs on the CPU only"),
+    (["--end", "1", "--backend", "reference", "--devices", "0"],
+     "option device: backend 'reference' runs on the CPU only"),
     (["--end", "-1"], "option end"),
 ])
 def test_bad_input_is_one_message_without_traceback(capsys, model, tmp_path, args, message):

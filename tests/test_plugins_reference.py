@@ -80,12 +80,13 @@ def test_supports_refuses_what_the_reference_refuses():
     refused = backend.supports(algebraic)
     assert refused and refused[0][1] == ("rule1",)
     with pytest.raises(UnsupportedModelError, match="backend 'reference' does not support"):
-        sbmlgpu.run(algebraic, end=1)
+        sbmlgpu.run(algebraic, "reference", end=1)
 
 
 def test_ensemble_matches_the_exact_solution():
     k = np.array([0.1, 0.5, 2.0])
-    result = sbmlgpu.run(decay(), end=2.0, points=5, parameters={"k": k}, progress=False)
+    result = sbmlgpu.run(decay(), "reference", end=2.0, points=5, parameters={"k": k},
+                         progress=False)
     t = np.linspace(0, 2, 5)
     assert result.ids == ("A",) and result.n_members == 3 and result.n_failed == 0
     np.testing.assert_allclose(result["A"], 3.0 * np.exp(-np.outer(k, t)), rtol=1e-6)
@@ -96,7 +97,7 @@ def test_ensemble_matches_the_exact_solution():
 
 def test_summary_keeps_statistics_not_members():
     k = np.linspace(0.1, 1.0, 6)
-    result = sbmlgpu.run(decay(), end=1.0, points=3, parameters={"k": k}, summary=True,
+    result = sbmlgpu.run(decay(), "reference", end=1.0, points=3, parameters={"k": k}, summary=True,
                          progress=False)
     assert result.data is None
     exact = 3.0 * np.exp(-np.outer(k, [0.0, 0.5, 1.0]))
@@ -106,7 +107,7 @@ def test_summary_keeps_statistics_not_members():
 
 def test_a_failing_member_is_reported_and_the_others_kept():
     x0 = np.array([3.0, 1.0])  # the second takes the square root of a negative number
-    result = sbmlgpu.run(square_root_growth(), end=2.0, points=5, parameters={"x": x0},
+    result = sbmlgpu.run(square_root_growth(), "reference", end=2.0, points=5, parameters={"x": x0},
                          progress=False)
     assert result.statuses() == [Status.ok, Status.non_finite]
     [(member, status, message)] = result.failures()
@@ -129,7 +130,7 @@ def test_the_model_is_compiled_once_for_all_members(monkeypatch):
         return original(model, **kw)
 
     monkeypatch.setattr(reference, "compile_model", counting)
-    sbmlgpu.run(decay(), end=1.0, points=3, parameters={"k": [0.1, 0.2, 0.3, 0.4]},
+    sbmlgpu.run(decay(), "reference", end=1.0, points=3, parameters={"k": [0.1, 0.2, 0.3, 0.4]},
                 progress=False)
     assert len(calls) == 1
 
@@ -146,7 +147,7 @@ def test_default_outputs_are_species_then_changing_variables():
     from sbmlgpu.plugins.reference import program
 
     assert program.default_outputs(net) == ("A", "y", "z")
-    result = sbmlgpu.run(net, end=2.0, points=3, progress=False)
+    result = sbmlgpu.run(net, "reference", end=2.0, points=3, progress=False)
     np.testing.assert_allclose(result["z"][0], [0.0, 0.5, 2.0], rtol=1e-6)  # z = t^2 / 2
     np.testing.assert_allclose(result["y"][0], 2.0)
 
@@ -174,10 +175,11 @@ def test_the_backend_agrees_with_the_direct_path_where_it_used_to_fail():
 def test_infinite_outputs_are_results_but_a_state_gone_nan_is_a_failure():
     net = ir.Network(id="inf", parameters=(ir.Parameter("P", float("inf")),
                                            ir.Parameter("Q", float("nan"))))
-    result = sbmlgpu.run(net, end=1.0, points=3, outputs=["P", "Q"], progress=False)
+    result = sbmlgpu.run(net, "reference", end=1.0, points=3, outputs=["P", "Q"], progress=False)
     assert result.statuses() == [Status.ok]
     assert np.all(np.isposinf(result["P"])) and np.all(np.isnan(result["Q"]))
-    result = sbmlgpu.run(square_root_growth(), end=1.0, points=3, parameters={"x": [1.0]},
+    result = sbmlgpu.run(square_root_growth(), "reference", end=1.0, points=3,
+                         parameters={"x": [1.0]},
                          progress=False)
     [(_, status, message)] = result.failures()
     assert status == Status.non_finite and "state x not finite at t = 0.5" in message

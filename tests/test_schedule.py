@@ -309,11 +309,12 @@ def test_progress_bar_appears_only_after_the_delay():
     assert "100/100" in slow.getvalue()
 
 
-def test_progress_is_silent_when_not_a_terminal_or_disabled():
-    pipe = io.StringIO()
+def test_progress_is_lines_when_not_a_terminal_and_silent_when_disabled():
+    pipe = io.StringIO()  # a log: lines, not a bar redrawn with carriage returns
     with Progress(10, delay=0, file=pipe) as bar:
         bar.advance(10)
-    assert pipe.getvalue() == "" and bar.done == 10
+    assert "sbmlgpu: progress: 10 of 10 items (100 %)" in pipe.getvalue() and bar.done == 10
+    assert "\r" not in pipe.getvalue()
     off = Terminal()
     with Progress(10, delay=0, enabled=False, file=off) as bar:
         bar.advance(10)

@@ -63,7 +63,7 @@ def test_estimation_reads_its_data_and_checks_unknowns(tmp_path):
         read_measurements(_write(tmp_path / "h.csv", "time,id,lower\n1,A,0\n"))
     binary = tmp_path / "binary.csv"
     binary.write_bytes(b"\xff\xfe\x00garbage\x81")
-    with pytest.raises(OptionError, match="binary.csv: not a CSV text file"):
+    with pytest.raises(OptionError, match="binary.csv, line 1: not UTF-8 text"):
         read_measurements(binary)
     rows = read_measurements([(0.0, "A", 1.0, 1.0)])
     assert rows.id == ("A",) and rows.lower[0] == 1.0
@@ -260,7 +260,7 @@ def test_a_backend_answering_with_the_wrong_kind_is_a_plugin_error(point, monkey
 
 def test_the_default_backend_is_the_only_one_that_can(point, monkeypatch):
     assert plugin_manager.backend_for(SteadyState).name == "cme"  # the task's default
-    assert plugin_manager.backend_for(TimeCourse).name == "reference"
+    assert plugin_manager.backend_for(TimeCourse).name == "ode"  # the fast default
     assert plugin_manager.backend_for(Estimation).name == "interval"  # the task's default
     assert plugin_manager.backend_for(DbnApproximation).name == "dbn"
     second = PointBackend()

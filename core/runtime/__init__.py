@@ -33,7 +33,7 @@ from .host import HostCompileError  # noqa: F401 (re-exported)
 log = logging.getLogger("sbmlgpu.runtime")
 
 _lock = threading.Lock()
-_state: dict = {"probed": False, "driver": None, "reason": None}
+_state: dict = {"probed": False, "driver": None, "reason": None, "announce": True}
 
 
 def get_driver() -> Driver | None:
@@ -42,7 +42,7 @@ def get_driver() -> Driver | None:
         if not _state["probed"]:
             _state["driver"], _state["reason"] = _probe()
             _state["probed"] = True
-            if _state["driver"] is None:
+            if _state["driver"] is None and _state["announce"]:
                 log.warning("no GPU found (%s): running on the CPU path", _state["reason"])
         return _state["driver"]
 
@@ -54,7 +54,13 @@ def no_gpu_reason() -> str | None:
 
 def get_devices(indices: Sequence[int] | None = None) -> list[Device]:
     """The devices to use: all (None) or those at `indices`; [] without a GPU."""
-    driver = get_driver()
+    with _lock:  # no GPU will be an error that says so: no "running on the CPU" note
+        _state["announce"] = not indices
+    try:
+        driver = get_driver()
+    finally:
+        with _lock:
+            _state["announce"] = True
     if driver is None:
         if indices:
             raise DeviceError(f"GPU devices {list(indices)} requested, but no GPU found "
@@ -76,7 +82,7 @@ def get_devices(indices: Sequence[int] | None = None) -> list[Device]:
 def reset() -> None:
     """Forget the probe result (tests)."""
     with _lock:
-        _state.update(probed=False, driver=None, reason=None)
+        _state.update(probed=False, driver=None, reason=None, announce=True)
 
 
 def _probe() -> tuple[Driver | None, str | None]:

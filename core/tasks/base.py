@@ -38,6 +38,9 @@ class Task(Settings):
     description: ClassVar[str] = ""
     #: the backend used when none is named (None: the only installed one that can)
     default_backend: ClassVar[str | None] = None
+    #: where a model the default backend refuses goes when no backend was named
+    #: (None: the refusal is the answer); api.choose_backend notes the change
+    fallback_backend: ClassVar[str | None] = None
     #: the sbmlgpu.results class a backend returns for this task
     result_class: ClassVar[type] = object
 

@@ -9,7 +9,6 @@ initial values known only as intervals.
 
 from __future__ import annotations
 
-import csv
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +19,7 @@ import numpy as np
 from ..errors import OptionError
 from ..results import Paving
 from ..settings import interval, pair, setting
+from ..text_table import read_records
 from .base import Task
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -51,20 +51,14 @@ def read_measurements(source: str | Path | Sequence, option: str = "data") -> Me
     (time, id, lower, upper)."""
     if isinstance(source, (str, Path)):
         path = Path(source)
-        if not path.is_file():
-            raise OptionError(option, f"{path}: no such file")
-        try:
-            with open(path, newline="", encoding="utf-8-sig") as f:
-                reader = csv.DictReader(f)
-                missing = [c for c in DATA_COLUMNS if c not in (reader.fieldnames or ())]
-                if missing:
-                    raise OptionError(option, f"{path}: the header must have the columns "
-                                              f"{','.join(DATA_COLUMNS)} (missing: "
-                                              f"{', '.join(missing)})")
-                rows = [(row["time"], row["id"], row["lower"], row["upper"],
-                         f"{path}, line {k}") for k, row in enumerate(reader, start=2)]
-        except (UnicodeDecodeError, csv.Error) as exc:
-            raise OptionError(option, f"{path}: not a CSV text file ({exc})") from None
+        header, records = read_records(path, option)
+        missing = [c for c in DATA_COLUMNS if c not in header]
+        if missing:
+            raise OptionError(option, f"{path}: the header must have the columns "
+                                      f"{','.join(DATA_COLUMNS)} (missing: "
+                                      f"{', '.join(missing)})")
+        rows = [(row["time"], row["id"], row["lower"], row["upper"],
+                 f"{path}, line {k}") for k, row in enumerate(records, start=2)]
     else:
         rows = [(*tuple(r), f"row {k}") for k, r in enumerate(source)]
     if not rows:

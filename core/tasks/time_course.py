@@ -60,7 +60,11 @@ class TimeCourse(Task):
         "--start/--end/--points or --times. An ensemble comes from a parameter table, "
         "sampled distributions, a PEtab parameter table, or --ensemble N members at the "
         "model's values (stochastic backends).")
-    default_backend: ClassVar[str | None] = "reference"
+    # ode: compiled, on the GPU where there is one and its native CPU path otherwise
+    # (the one-core scipy reference took 10 min for the README's ensemble, ode 14 s);
+    # what ode refuses (delay(), fast reactions, ...) runs on the reference instead
+    default_backend: ClassVar[str | None] = "ode"
+    fallback_backend: ClassVar[str | None] = "reference"
     result_class: ClassVar[type] = TimeCourseResult
 
     times: np.ndarray = setting(None, "output times", cli=False)
@@ -116,7 +120,12 @@ class TimeCourse(Task):
         for sbml_id in self.parameters or ():  # each named by the option that gave it
             check_ids(network, [sbml_id], self.sources.get(sbml_id, "parameters"))
         if self.outputs is not None:
-            self.outputs = tuple(o.name for o in check_outputs(network, self.outputs))
+            names = tuple(o.name for o in check_outputs(network, self.outputs))
+            self.outputs = tuple(dict.fromkeys(names))  # a column once, in first order
+            if len(self.outputs) < len(names):
+                twice = sorted({n for n in names if names.count(n) > 1})
+                log.info(f"outputs given more than once are reported once: "
+                         f"{', '.join(twice)}")
 
     def describe(self) -> dict[str, Any]:
         times = self.times

@@ -41,7 +41,7 @@ from sbmlgpu.schedule.ensemble import (BatchMemory, EnsembleJob, MemberBatch, Me
 from sbmlgpu.schedule.spill import Spill
 from sbmlgpu.views.ode import OdeSystem
 
-from . import bundling
+from . import bundling, failures
 from .cpu import cpu_engine
 from .options import OdeOptions
 from .stiffness import choose_method
@@ -204,7 +204,9 @@ class OdeProgram(Program):
             "options": asdict(o), **self.last_run}
         return TimeCourseResult(times=times, ids=outputs, data=outcome.data,
                                 status=outcome.status, summary=outcome.summary,
-                                metadata=metadata)
+                                metadata=metadata, messages=failures.messages(
+                                    outcome.status, times,
+                                    None if task.summary else outcome.data))
 
     # -- helpers ----------------------------------------------------------------
     def _method(self, model: KernelModel, table: np.ndarray, times: np.ndarray):

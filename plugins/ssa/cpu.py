@@ -126,33 +126,42 @@ class _Run:
         self.check(idx, np.any(self.A[:, idx] < 0, axis=0))
 
     def run_events(self, idx: np.ndarray) -> None:
+        """As the kernel does: every trigger at the current state, the first (document
+        order) that rose fires, the others that rose stay pending, all again after the
+        assignments; events that keep triggering each other fail the realisation."""
         if not self.e.events or idx.size == 0:
             return
         todo = idx[self.why[idx] == 0]
         rounds = 0
         while todo.size:
-            rounds += 1
-            if rounds > self.variant.max_event_rounds:
-                self.why[todo] = WHY_EVENTS
-                return
-            again = np.zeros(todo.size, bool)
-            for i, ev in enumerate(self.e.events):
+            which = np.full(todo.size, -1)
+            for i in range(len(self.e.events)):
                 with np.errstate(all="ignore"):
                     now = np.broadcast_to(np.asarray(
                         self.fns.triggers[i](self.X[:, todo], self.P[:, todo], self.t[todo]),
                         bool), (todo.size,))
-                fire = now & ~self.ev[i][todo]
-                if fire.any():
-                    sub = todo[fire]
-                    with np.errstate(all="ignore"):
-                        values = self.fns.assignments[i](self.X[:, sub], self.P[:, sub],
-                                                         self.t[sub])
-                    for (target, _), v in zip(ev.assignments, values):
-                        self.X[target, sub] = v
-                    again |= fire
-                    self.dirty[sub] = True
-                self.ev[i][todo] = now
-            todo = todo[again]
+                rose = now & ~self.ev[i][todo]
+                first = rose & (which < 0)
+                which[first] = i
+                self.ev[i][todo] = now & ~(rose & ~first)  # pending ones stay false
+            fire = which >= 0
+            if not fire.any():
+                return
+            rounds += 1
+            if rounds > self.variant.max_event_rounds:
+                self.why[todo[fire]] = WHY_EVENTS
+                return
+            for i, ev in enumerate(self.e.events):
+                sub = todo[which == i]
+                if sub.size == 0:
+                    continue
+                with np.errstate(all="ignore"):
+                    values = self.fns.assignments[i](self.X[:, sub], self.P[:, sub],
+                                                     self.t[sub])
+                for (target, _), v in zip(ev.assignments, values):
+                    self.X[target, sub] = v
+                self.dirty[sub] = True
+            todo = todo[fire]
 
     def draw(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """r1, r2 from Philox block `block` of each realisation; block += 1."""

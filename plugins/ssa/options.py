@@ -38,8 +38,11 @@ class SsaOptions(BackendOptions):
         "sbml", "how kinetic laws read species: sbml (concentration unless "
                 "hasOnlySubstanceUnits, as SBML and the DSMTS suite say) or amount (every "
                 "species symbol is its molecule count)", choices=RATE_SPECIES)
-    max_firings: int = option(0, "stop a realisation after this many firings (its status "
-                                 "becomes max_steps); 0: no limit", minimum=0)
+    # a default limit, so that a realisation whose firings never end (rates that grow
+    # without bound) stops with a status that says what to try instead of running on
+    max_firings: int = option(100_000_000, "stop a realisation after this many firings (its "
+                                           "status becomes max_steps); 0: no limit",
+                              minimum=0)
     histogram_bins: int = option(64, "with --summary: bins of the per-time histograms kept "
                                      "beside mean and sd (quantiles are read from them); 0: "
                                      "none", minimum=0, maximum=4096)
@@ -51,8 +54,10 @@ class SsaOptions(BackendOptions):
                 "OpenMP over the cores), numpy (vectorised over realisations, no compiler "
                 "needed); auto: compiled when a C++ compiler is found",
         choices=("auto", "compiled", "numpy"))
+    # OpenMP with 100000 threads ran out of stack and segfaulted: capped well above any
+    # host's core count
     cpu_threads: int = option(0, "threads of the compiled CPU engine; 0: every core",
-                              minimum=0)
+                              minimum=0, maximum=1024)
     trajectory_dir: str | None = option(
         None, "folder for full trajectories that do not fit in memory (a memory-mapped "
               "file); default: the system's temporary folder")

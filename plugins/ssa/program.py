@@ -53,7 +53,7 @@ WHY_MESSAGES = {
     2: "a propensity became NaN or infinite (check the kinetic laws and parameter values)",
     3: "max-firings was reached before the end time: raise --max-firings or shorten the run",
     4: f"events kept triggering each other at one instant (more than "
-       f"{tuning.MAX_EVENT_ROUNDS} rounds)",
+       f"{tuning.MAX_EVENT_ROUNDS} firings): check the event triggers and assignments",
 }
 PILOT_SEED = 0x55A_0_D1CE  # the presimulation's own stream: its order never depends on the run
 _MAX_MESSAGES = 20

@@ -63,8 +63,8 @@ PILOT_REALISATIONS = 32
 PILOT_FIRINGS = 2000
 
 #: Events that keep triggering each other at one instant are stopped after this many
-#: rounds (the member fails with a message).
-MAX_EVENT_ROUNDS = 64
+#: firings (the member fails with a message); one event fires per round.
+MAX_EVENT_ROUNDS = 1000
 
 
 def choose_layout(n_states: int, n_reactions: int, real_bytes: int,

@@ -150,32 +150,44 @@ SBMLGPU_HD int ssa_realisation(unsigned long long seed, unsigned long long item,
 {% endfor %}
 {% macro run_events(indent) %}
 {% filter indent(indent, first=true) %}
-{   /* events: fire each whose trigger went from false to true, in document order,
-       until none does (assignments of one event are computed before any applies) */
+{   /* events, as SBML orders them: every trigger is evaluated at the current state, the
+       first event (document order) whose trigger went from false to true fires, and
+       all triggers are evaluated again after its assignments, until none rises. A
+       trigger that rose while another event fired stays pending (its last value stays
+       false): it fires in a later round if it is still true. Events that keep
+       triggering each other fail the realisation after SSA_MAX_EVENT_ROUNDS firings. */
     bool ssa_again = true;
     int ssa_round = 0;
     while (ssa_again && why == 0) {
         ssa_again = false;
-        if (++ssa_round > SSA_MAX_EVENT_ROUNDS) { status = SBMLGPU_STATUS_FAILED; why = SSA_WHY_EVENTS; break; }
+        int ssa_fire = -1;
 {% for e in events %}
         {
             const bool ssa_now = {{ e.trigger }}; /* event {{ e.id }} */
             if (ssa_now && !ssa_ev{{ loop.index0 }}) {
+                if (ssa_fire < 0) { ssa_fire = {{ loop.index0 }}; ssa_ev{{ loop.index0 }} = true; }
+            } else {
+                ssa_ev{{ loop.index0 }} = ssa_now;
+            }
+        }
+{% endfor %}
+        if (ssa_fire < 0) break;
+        if (++ssa_round > SSA_MAX_EVENT_ROUNDS) { status = SBMLGPU_STATUS_FAILED; why = SSA_WHY_EVENTS; break; }
+        ssa_again = true;
+{% if update == "sparse" %}
+        ssa_dirty = true;
+{% endif %}
+{% for e in events %}
+        if (ssa_fire == {{ loop.index0 }}) { /* event {{ e.id }} fires */
 {% for line in e.lines %}
-                {{ line }}
+            {{ line }}
 {% endfor %}
 {% for v in e.exprs %}
-                const real_t ssa_v{{ loop.index0 }} = {{ v.value }}; /* {{ v.id }} */
+            const real_t ssa_v{{ loop.index0 }} = {{ v.value }}; /* {{ v.id }} */
 {% endfor %}
 {% for target in e.targets %}
-                SSA_X({{ target.value }}) = ssa_v{{ loop.index0 }}; /* {{ target.id }} */
+            SSA_X({{ target.value }}) = ssa_v{{ loop.index0 }}; /* {{ target.id }} */
 {% endfor %}
-                ssa_again = true;
-{% if update == "sparse" %}
-                ssa_dirty = true;
-{% endif %}
-            }
-            ssa_ev{{ loop.index0 }} = ssa_now;
         }
 {% endfor %}
     }

@@ -1,0 +1,48 @@
+"""The ode backend's words for its failed members (TimeCourseResult.messages).
+
+The kernel returns one status code per member; the generic text of `failed` points
+to the member's message, and `non_finite` did not say when. Here: the kernel's only
+causes of `failed` (its event loop), and for a value gone NaN or infinite the last
+output time at which every output was still finite, read from the time courses.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sbmlgpu.results import Status
+
+#: as many messages as a user reads; the status array has every member
+MAX_MESSAGES = 20
+EVENTS_FAILED = (
+    "an event could not be carried out: events triggered each other without end at one "
+    "instant (more than 100,000 executions), more delayed event instances were pending "
+    "than the kernel keeps, or an event's delay was negative; check the event triggers, "
+    "assignments and delays")
+
+
+def _non_finite(times: np.ndarray, rows: np.ndarray | None) -> str:
+    text = Status.non_finite.message
+    if rows is None or rows.size == 0:
+        return text
+    finite = np.all(np.isfinite(rows), axis=1)
+    if finite.all():  # the state went bad between output times, before the next one
+        return text
+    k = int(np.argmin(finite))
+    when = (f"already at the first output time t = {times[0]:g}" if k == 0 else
+            f"between t = {times[k - 1]:g} and t = {times[k]:g}")
+    return f"a state became NaN or infinite {when}: " + text.split(": ", 1)[-1]
+
+
+def messages(status: np.ndarray, times: np.ndarray, data: np.ndarray | None
+             ) -> dict[int, str]:
+    """{member: message} for the first MAX_MESSAGES failed members; `data` (members,
+    times, outputs) when full time courses were kept, else None."""
+    out = {}
+    for i in np.flatnonzero(np.asarray(status) != Status.ok)[:MAX_MESSAGES]:
+        code = int(status[i])
+        if code == Status.failed:
+            out[int(i)] = EVENTS_FAILED
+        elif code == Status.non_finite:
+            out[int(i)] = _non_finite(times, None if data is None else np.asarray(data[i]))
+    return out
