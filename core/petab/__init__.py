@@ -1,0 +1,1 @@
+"""PEtab problems (`sbmlgpu petab`, `sbmlgpu.petab`)."""
