@@ -15,6 +15,7 @@ from pathlib import Path
 
 from . import __version__
 from .errors import OptionError, SbmlGpuError
+from .petab.command import add_command as add_petab_command
 
 EXIT_RUN_FAILED = 1  # every member of the run failed
 EXIT_INTERNAL = 70  # a bug in sbmlgpu or a plugin (EX_SOFTWARE)
@@ -161,6 +162,7 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
     i.add_argument("model", metavar="MODEL", help="SBML file")
     i.set_defaults(func=cmd_info)
     _add_testsuite(sub, load=command == "testsuite")
+    add_petab_command(sub)
     return parser
 
 

@@ -152,3 +152,22 @@ def check_supported(p: PetabProblem) -> None:
         if not math.isfinite(parameter.nominal) and parameter.estimate:
             raise OptionError(OPTION, f"{p.path}: parameter {parameter.id} has no nominalValue; "
                                       f"the nominal run needs one")
+
+
+def from_petab_problem(problem, name: str = "<petab.v1.Problem>") -> PetabProblem:
+    """A PetabProblem from a loaded petab.v1.Problem (its SBML document and
+    parameter table; core/ensemble.py reads the table's rows)."""
+    from .. import load
+    from ..ensemble import _petab_row
+
+    document = getattr(getattr(problem, "model", None), "sbml_document", None)
+    if document is None or problem.parameter_df is None:
+        raise OptionError(OPTION, f"{name}: needs an SBML model and a parameter table")
+    table = problem.parameter_df.reset_index()
+    rows = [{k: "" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
+             for k, v in row.items()} for row in table.to_dict("records")]
+    parameters = [_petab_row(row, f"{name}, parameter table row {i + 2}", OPTION)
+                  for i, row in enumerate(rows)]
+    loaded = PetabProblem(Path(name), problem, load(document), parameters)
+    check_supported(loaded)
+    return loaded
