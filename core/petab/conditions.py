@@ -27,7 +27,7 @@ class Conditions:
         self.ev = evaluator
         self.sets = sets
         self.n = n
-        net = problem.network
+        net = evaluator.network  # the problem's, less what conditions_set_assigned frees
         table = problem.problem.condition_df
         self.table = table
         who = f"sbmlgpu petab ({problem.path})"
@@ -74,7 +74,6 @@ class Conditions:
         """Set the conditions' overrides of states (species, and values with rate rules)
         in x (n_x, M) in place; a species given as a concentration becomes an amount.
         Species that are not states are parameters of the view: set in p."""
-        net = self.problem.network
         for column in self.columns:
             cells = np.concatenate([self._cell(c, column) for c in conditions])
             given = ~np.isnan(cells)
@@ -95,8 +94,7 @@ class Conditions:
     def _species_value(self, sid: str, cells: np.ndarray, x, p, in_state: bool) -> np.ndarray:
         """The condition's value (the species' SBML value: a concentration unless it
         has only substance units) in the units its slot holds."""
-        net = self.problem.network
-        s = net.species_by_id[sid]
+        s = self.ev.network.species_by_id[sid]
         size = self.ev.values([s.compartment], x, p, 0.0)[0]
         if in_state:
             kind = self.ev.ode.state_kinds[self.ev.x_index[sid]]
@@ -108,3 +106,23 @@ class Conditions:
         if not holds_amount and s.has_only_substance_units:
             return cells / size
         return cells
+
+
+def assigned_by_conditions(problem: PetabProblem) -> list[str]:
+    """Condition-table columns whose model value an initial assignment computes: the
+    condition replaces the assignment (PEtab), so every condition must give a value."""
+    net = problem.network
+    table = problem.problem.condition_df
+    columns = [c for c in table.columns if c not in META_COLUMNS
+               and c in net.initial_assignment_by_variable]
+    for column in columns:
+        cells = table[column]
+        empty = [str(c) for c, v in cells.items()
+                 if v is None or (isinstance(v, float) and math.isnan(v))
+                 or (isinstance(v, str) and not v.strip())]
+        if empty:
+            raise UnsupportedModelError(
+                {f"a condition that keeps the initial assignment of {column} (an empty "
+                 f"cell) while others replace it": tuple(empty)},
+                who=f"sbmlgpu petab ({problem.path})")
+    return columns

@@ -91,6 +91,25 @@ class ModelEvaluator:
                 for sid, kind in zip(self.ode.state_ids, self.ode.state_kinds)]
 
 
+def without_initial_assignments(network: Network, ids) -> Network:
+    """`network` where the values `ids` have no initial assignment: a PEtab condition
+    sets them (their value in the file is a placeholder that every condition replaces)."""
+    ids = set(ids)
+    if not ids:
+        return network
+    species = tuple(dataclasses.replace(s, initial_amount=0.0, initial_concentration=None)
+                    if s.id in ids and s.has_only_substance_units else
+                    dataclasses.replace(s, initial_amount=None, initial_concentration=0.0)
+                    if s.id in ids else s for s in network.species)
+    parameters = tuple(dataclasses.replace(q, value=0.0) if q.id in ids and q.value is None
+                       else q for q in network.parameters)
+    compartments = tuple(dataclasses.replace(c, size=0.0) if c.id in ids and c.size is None
+                         else c for c in network.compartments)
+    assignments = tuple(a for a in network.initial_assignments if a.variable not in ids)
+    return dataclasses.replace(network, species=species, parameters=parameters,
+                               compartments=compartments, initial_assignments=assignments)
+
+
 def explicit(network: Network) -> Network:
     """`network` with every state's initial value a plain number (an initial
     amount for species) and no initial assignment to a state, so that an ensemble

@@ -20,6 +20,9 @@ from ..errors import OptionError
 from .problem import PetabProblem
 from .values import resolve, split_overrides
 
+PLACEHOLDERS = (("observableParameter", "observableParameters"),
+                ("noiseParameter", "noiseParameters"))
+
 
 class Formulas:
     def __init__(self, problem: PetabProblem):
@@ -70,43 +73,56 @@ class Formulas:
             where = np.flatnonzero(obs_ids == oid)
             if not where.size:
                 continue
-            y = self._values(self.observable[oid], oid, where, "observableParameters",
-                             "observableParameter", simulated, sets, n, times, None)
+            placeholders = self._placeholders(oid, where, sets, n)
+            y = self._values(self.observable[oid], oid, where, placeholders, simulated, sets,
+                             n, times, None)
             sim[where] = y
-            sigma[where] = self._values(self.noise[oid], oid, where, "noiseParameters",
-                                        "noiseParameter", simulated, sets, n, times, y)
+            sigma[where] = self._values(self.noise[oid], oid, where, placeholders, simulated,
+                                        sets, n, times, y)
         return sim, sigma
 
-    def _values(self, expr, oid, where, column, kind, simulated, sets, n, times, own):
+    def _placeholders(self, oid, where, sets, n) -> dict[str, np.ndarray]:
+        """{placeholder name: (rows, n)} from the rows' observableParameters and
+        noiseParameters cells (a noise formula may use both kinds)."""
         meas = self.problem.measurements
-        count = self.placeholders(expr, kind, oid)
+        both = (*self.observable[oid].free_symbols, *self.noise[oid].free_symbols)
+        out: dict[str, np.ndarray] = {}
+        for kind, column in PLACEHOLDERS:
+            count = max(self.placeholders(self.observable[oid], kind, oid),
+                        self.placeholders(self.noise[oid], kind, oid))
+            if not count:
+                continue
+            cells = (meas[column].to_numpy()[where] if column in meas.columns
+                     else [None] * len(where))
+            filled = np.full((count, len(where), n), np.nan)
+            for r, cell in enumerate(cells):
+                row = f"measurement row {where[r] + 2}"
+                for k, entry in enumerate(split_overrides(cell, count, f"{row}, {column}")):
+                    filled[k, r] = resolve(entry, sets, n, row)
+            for s in both:
+                m = re.match(rf"^{kind}(\d+)_{re.escape(oid)}$", s.name)
+                if m:
+                    out[s.name] = filled[int(m.group(1)) - 1]
+        return out
+
+    def _values(self, expr, oid, where, placeholders, simulated, sets, n, times, own):
         args: dict[sp.Symbol, np.ndarray] = {}
-        cells = meas[column].to_numpy()[where] if column in meas.columns else [None] * len(where)
         for s in expr.free_symbols:
             name = s.name
             if name in simulated:
                 args[s] = simulated[name][where]
+            elif name in placeholders:
+                args[s] = placeholders[name]
             elif own is not None and name == oid:
                 args[s] = own
             elif name in sets:
                 args[s] = np.broadcast_to(sets[name], (len(where), n))
             elif name in ("time", "t"):
                 args[s] = np.broadcast_to(times[where][:, None], (len(where), n))
-            elif not re.match(rf"^{kind}\d+_{re.escape(oid)}$", name):
+            else:
                 raise OptionError("problem", f"{self.problem.path}: the formula of {oid} uses "
                                              f"{name!r}, which is neither a model id, a "
                                              f"parameterId nor a placeholder")
-        if count:
-            filled = np.full((count, len(where), n), np.nan)
-            for r, cell in enumerate(cells):
-                entries = split_overrides(cell, count, f"measurement row {where[r] + 2}, "
-                                                       f"{column}")
-                for k, entry in enumerate(entries):
-                    filled[k, r] = resolve(entry, sets, n, f"measurement row {where[r] + 2}")
-            for s in expr.free_symbols:
-                m = re.match(rf"^{kind}(\d+)_{re.escape(oid)}$", s.name)
-                if m:
-                    args[s] = filled[int(m.group(1)) - 1]
         symbols = sorted(args, key=lambda s: s.name)
         f = sp.lambdify(symbols, expr, "numpy")
         with np.errstate(all="ignore"):

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..results.status import Status
-from .conditions import Conditions
-from .model import ModelEvaluator, explicit
+from .conditions import Conditions, assigned_by_conditions
+from .model import ModelEvaluator, explicit, without_initial_assignments
 from .problem import PetabProblem
 
 STEADY_TIMES = np.array([0.0, 1.0, 10.0, 1e2, 1e3, 1e4, 1e5, 1e6])
@@ -84,8 +84,9 @@ class Simulation:
     def __init__(self, problem: PetabProblem, sets: dict[str, np.ndarray], n: int, *,
                  backend: str | None = "ode", device="auto", options=None):
         self.problem = problem
-        self.ev = ModelEvaluator(problem.network)
-        self.explicit = explicit(problem.network)
+        network = without_initial_assignments(problem.network, assigned_by_conditions(problem))
+        self.ev = ModelEvaluator(network)
+        self.explicit = explicit(network)
         self.conditions = Conditions(problem, self.ev, sets, n)
         self.n = n
         self.backend, self.device, self.options = backend, device, options
