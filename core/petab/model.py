@@ -93,21 +93,9 @@ class ModelEvaluator:
 
 def without_initial_assignments(network: Network, ids) -> Network:
     """`network` where the values `ids` have no initial assignment: a PEtab condition
-    sets them (their value in the file is a placeholder that every condition replaces)."""
-    ids = set(ids)
-    if not ids:
-        return network
-    species = tuple(dataclasses.replace(s, initial_amount=0.0, initial_concentration=None)
-                    if s.id in ids and s.has_only_substance_units else
-                    dataclasses.replace(s, initial_amount=None, initial_concentration=0.0)
-                    if s.id in ids else s for s in network.species)
-    parameters = tuple(dataclasses.replace(q, value=0.0) if q.id in ids and q.value is None
-                       else q for q in network.parameters)
-    compartments = tuple(dataclasses.replace(c, size=0.0) if c.id in ids and c.size is None
-                         else c for c in network.compartments)
-    assignments = tuple(a for a in network.initial_assignments if a.variable not in ids)
-    return dataclasses.replace(network, species=species, parameters=parameters,
-                               compartments=compartments, initial_assignments=assignments)
+    sets them (their value in the file is a placeholder that every condition replaces;
+    a species' as its SBML value, a concentration unless it has only substance units)."""
+    return _as_numbers(network, set(ids), amounts=False) if ids else network
 
 
 def explicit(network: Network) -> Network:
@@ -121,12 +109,25 @@ def explicit(network: Network) -> Network:
     if rate_of:
         raise UnsupportedModelError({"a state whose initial assignment depends on time":
                                      tuple(rate_of)}, who="sbmlgpu petab")
-    species = tuple(dataclasses.replace(s, initial_amount=0.0, initial_concentration=None)
-                    if s.id in states else s for s in network.species)
-    parameters = tuple(dataclasses.replace(q, value=0.0) if q.id in states and q.value is None
+    return _as_numbers(network, states, amounts=True)
+
+
+def _as_numbers(network: Network, ids: set, amounts: bool) -> Network:
+    """The values `ids` as numbers in the file (0, a placeholder that a column or
+    condition replaces) without initial assignments; species declared as amounts
+    (`amounts`, or where they have only substance units), else as concentrations."""
+    def species(s):
+        if s.id not in ids:
+            return s
+        if amounts or s.has_only_substance_units:
+            return dataclasses.replace(s, initial_amount=0.0, initial_concentration=None)
+        return dataclasses.replace(s, initial_amount=None, initial_concentration=0.0)
+
+    parameters = tuple(dataclasses.replace(q, value=0.0) if q.id in ids and q.value is None
                        else q for q in network.parameters)
-    compartments = tuple(dataclasses.replace(c, size=0.0) if c.id in states and c.size is None
+    compartments = tuple(dataclasses.replace(c, size=0.0) if c.id in ids and c.size is None
                          else c for c in network.compartments)
-    assignments = tuple(a for a in network.initial_assignments if a.variable not in states)
-    return dataclasses.replace(network, species=species, parameters=parameters,
-                               compartments=compartments, initial_assignments=assignments)
+    assignments = tuple(a for a in network.initial_assignments if a.variable not in ids)
+    return dataclasses.replace(network, species=tuple(map(species, network.species)),
+                               parameters=parameters, compartments=compartments,
+                               initial_assignments=assignments)
