@@ -162,6 +162,14 @@ def test_command_writes_the_tables(problem, tmp_path, capsys):
     assert list(objective.columns) == ["member", "kd", "kp_c2", "sigma_A", "nllh", "chi2",
                                        "status"]
     assert list(objective["member"]) == [0, 1, 2, 3] and set(objective["status"]) == {"ok"}
+    sets = tmp_path / "sets.csv"
+    sets.write_text("kd,kp_c2\n0.5,2\n0.25,1\n")
+    assert main(["petab", str(problem), "-o", str(tmp_path / "table"), "--cpu",
+                 "--parameters", str(sets)]) == 0
+    objective = pd.read_csv(tmp_path / "table" / "objective.tsv", sep="\t")
+    assert list(objective["kd"]) == [0.5, 0.25] and list(objective["kp_c2"]) == [2, 1]
+    assert objective["nllh"][0] == pytest.approx(-llh["llh"], rel=1e-9)
+    assert objective["nllh"][1] != pytest.approx(objective["nllh"][0], rel=1e-3)
 
 
 def test_petab_simulator_subclass(problem):

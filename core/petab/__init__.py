@@ -1,24 +1,22 @@
 """PEtab problems (`sbmlgpu petab`, `sbmlgpu.petab.simulate_problem`; docs/petab.md).
 
 Needs the petab package (`pip install 'sbmlgpu[petab]'`), imported only when a
-problem is read, so that `import sbmlgpu` stays fast.
+problem is read. The names below are loaded on first use, so that the command line
+(which registers `sbmlgpu petab` from .command) and `import sbmlgpu` stay fast.
 """
 
 from __future__ import annotations
 
-from .problem import PetabProblem, load_problem
-from .run import PetabResult, simulate_problem
+import importlib
+
+_WHERE = {"simulate_problem": ".run", "PetabResult": ".run", "load_problem": ".problem",
+          "PetabProblem": ".problem", "PetabSimulator": ".simulator"}
 
 
 def __getattr__(name: str):
-    # PetabSimulator subclasses petab's Simulator: defined on first use, so that the
-    # petab package is imported only by those who ask for it
-    if name == "PetabSimulator":
-        from .simulator import PetabSimulator
-
-        return PetabSimulator
+    if name in _WHERE:
+        return getattr(importlib.import_module(_WHERE[name], __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["simulate_problem", "load_problem", "PetabProblem", "PetabResult",
-           "PetabSimulator"]
+__all__ = list(_WHERE)

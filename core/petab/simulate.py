@@ -107,7 +107,7 @@ class Simulation:
             same = (row == nominal[j]) | (np.isnan(row) & np.isnan(nominal[j]))
             if not same.all():
                 columns[pid] = row
-        task = TimeCourse(times=times, parameters=columns, outputs=tuple(outputs),
+        task = TimeCourse(times=times, parameters=columns, outputs=tuple(outputs) or None,
                           progress=False)
         return execute(self.explicit, task, self.backend, options=self.options,
                        device=self.device).result
