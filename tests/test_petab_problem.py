@@ -233,3 +233,27 @@ def test_command_bad_input_exit_2_without_traceback(tmp_path, capsys):
     assert main(["petab", str(tmp_path / "absent.yaml"), "-o", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert "no such file" in err and "Traceback" not in err
+
+
+def test_condition_sets_a_species_that_is_not_a_state(tmp_path):
+    # E is a constant species (a parameter of the ODE view, not a state): its override
+    # must reach the kinetic law, d[A]/dt = kp*[E] - kd*[A]
+    sbml = s.model(
+        s.species("A", 1.0, concentration=True)
+        + s.species("E", 1.0, concentration=True, constant=True, boundary=True),
+        s.parameter("kp", 1.0) + s.parameter("kd", 0.5),
+        s.reaction("make", [], ["A"], "<apply><times/><ci>kp</ci><ci>E</ci><ci>c</ci></apply>"
+                   ).replace("<kineticLaw>", '<listOfModifiers><modifierSpeciesReference '
+                                             'species="E"/></listOfModifiers><kineticLaw>')
+        + s.reaction("decay", ["A"], [],
+                     "<apply><times/><ci>kd</ci><ci>A</ci><ci>c</ci></apply>"),
+        size=SIZE)
+    conditions = "conditionId\tkp\tE\nc1\t1\t\nc3\t1\t3\n"
+    measurements = ("observableId\tsimulationConditionId\tmeasurement\ttime\n"
+                    "obs_A\tc1\t1\t2\nobs_A\tc3\t1\t2\n")
+    path = write_problem(tmp_path, **{"model.xml": sbml, "conditions.tsv": conditions,
+                                      "measurements.tsv": measurements})
+    result = simulate_problem(path, device="cpu")
+    kd = 0.5
+    expected_a = [kp / kd + (1 - kp / kd) * math.exp(-kd * 2) for kp in (1.0, 3.0)]
+    np.testing.assert_allclose(result.simulation[:, 0], expected_a, rtol=1e-6)

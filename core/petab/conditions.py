@@ -74,6 +74,8 @@ class Conditions:
         """Set the conditions' overrides of states (species, and values with rate rules)
         in x (n_x, M) in place; a species given as a concentration becomes an amount.
         Species that are not states are parameters of the view: set in p."""
+        if not conditions:
+            return
         for column in self.columns:
             cells = np.concatenate([self._cell(c, column) for c in conditions])
             given = ~np.isnan(cells)

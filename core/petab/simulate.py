@@ -92,25 +92,34 @@ class Simulation:
         self.backend, self.device, self.options = backend, device, options
 
     # -- one ensemble ---------------------------------------------------------------------
-    def time_course(self, p: np.ndarray, x0: np.ndarray, times: np.ndarray, outputs):
-        """The explicit model from x0 with parameters p (original view's vectors)."""
+    def time_course(self, p: np.ndarray, x0: np.ndarray, times: np.ndarray):
+        """The explicit model from x0 with parameters p (original view's vectors).
+        Every stage varies the same columns and reports the same outputs (set by
+        `run`), so that all stages run one compiled kernel."""
         from ..api import execute
         from ..tasks import TimeCourse
 
         ev = self.ev
         columns = {sid: x0[i] for sid, i in ev.x_index.items()}
-        nominal = ev.ode.p_values
-        for pid, j in ev.p_index.items():
-            if pid in columns:
-                continue
-            row = p[j]
-            same = (row == nominal[j]) | (np.isnan(row) & np.isnan(nominal[j]))
-            if not same.all():
-                columns[pid] = row
-        task = TimeCourse(times=times, parameters=columns, outputs=tuple(outputs) or None,
+        columns.update({pid: p[ev.p_index[pid]] for pid in self.varied})
+        task = TimeCourse(times=times, parameters=columns, outputs=self.outputs or None,
                           progress=False)
         return execute(self.explicit, task, self.backend, options=self.options,
                        device=self.device).result
+
+    def _plan(self, p_matrices, ids: list[str], steady: bool) -> None:
+        """The parameters that differ from the model's anywhere, and the outputs."""
+        ev = self.ev
+        nominal = ev.ode.p_values[:, None]
+        self.varied = []
+        for pid, j in ev.p_index.items():
+            if pid in ev.x_index:
+                continue
+            if any(not np.all((p[j] == nominal[j]) | (np.isnan(p[j]) & np.isnan(nominal[j])))
+                   for p in p_matrices):
+                self.varied.append(pid)
+        states = ev.output_names() if steady else []
+        self.outputs = tuple(dict.fromkeys([*states, *ids]))
 
     def steady_state(self, p: np.ndarray, x0: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict]:
         """(x at steady state (n_x, M), status (M,), messages)."""
@@ -118,8 +127,8 @@ class Simulation:
         m = p.shape[1]
         if not len(ev.x_index):
             return x0.copy(), np.zeros(m, np.int8), {}
-        result = self.time_course(p, x0, STEADY_TIMES, ev.output_names())
-        data = result.data  # (M, T, n_x)
+        result = self.time_course(p, x0, STEADY_TIMES)
+        data = result.data[:, :, [result.index(o) for o in ev.output_names()]]  # (M, T, n_x)
         x = np.full_like(x0, np.nan)
         found = np.zeros(m, bool)
         for ti in range(len(STEADY_TIMES) - 1, 0, -1):
@@ -159,24 +168,27 @@ class Simulation:
         p = cond.parameters(sims)
         x0 = ev.initial_state(p)
         pre_runs = [k for k, (a, _) in enumerate(runs.pairs) if a is not None]
+        pre_conditions = sorted({runs.pairs[k][0] for k in pre_runs})
+        p_pre = cond.parameters(pre_conditions) if pre_runs else p[:, :0]
+        x_pre = ev.initial_state(p_pre)
+        # the overrides also set p (species that are not states): before planning
+        cond.apply_to_state(pre_conditions, x_pre, p_pre)
+        cond.apply_to_state(sims, x0, p)
+        self._plan((p, p_pre), ids, steady=bool(pre_runs) or bool(np.any(runs.row_time_index < 0)))
         if pre_runs:
-            pre_conditions = sorted({runs.pairs[k][0] for k in pre_runs})
-            p_pre = cond.parameters(pre_conditions)
-            x_pre = ev.initial_state(p_pre)
-            cond.apply_to_state(pre_conditions, x_pre, p_pre)
             x_ss, codes, notes = self.steady_state(p_pre, x_pre)
             for k in pre_runs:
                 c = pre_conditions.index(runs.pairs[k][0])
                 x0[:, k * n:(k + 1) * n] = x_ss[:, c * n:(c + 1) * n]
                 sub = codes[c * n:(c + 1) * n]
                 record([k], sub, {j: notes.get(c * n + j, "") for j in range(n)})
-        cond.apply_to_state(sims, x0, p)
+            cond.apply_to_state(sims, x0, p)  # again, on the steady states
 
         values = {sid: np.full((len(runs.row_run), n), np.nan) for sid in ids}
         members = runs.row_run[:, None] * n + np.arange(n)[None, :]
         timed = runs.row_time_index >= 0
         if timed.any():
-            result = self.time_course(p, x0, runs.times, ids)
+            result = self.time_course(p, x0, runs.times)
             record(list(range(n_runs)), result.status,
                    {i: result.messages.get(i, "") for i in range(n_runs * n)})
             for sid in ids:
