@@ -257,3 +257,11 @@ def test_condition_sets_a_species_that_is_not_a_state(tmp_path):
     kd = 0.5
     expected_a = [kp / kd + (1 - kp / kd) * math.exp(-kd * 2) for kp in (1.0, 3.0)]
     np.testing.assert_allclose(result.simulation[:, 0], expected_a, rtol=1e-6)
+
+
+def test_missing_petab_package_is_a_typed_error_naming_the_extra(problem, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "petab.v1", None)  # import petab.v1 -> ImportError
+    with pytest.raises(OptionError, match=r"pip install 'sbmlgpu\[petab\]'"):
+        simulate_problem(problem)
