@@ -15,7 +15,7 @@ from ..results.status import Status
 from .likelihood import terms
 from .observables import Formulas
 from .problem import PetabProblem, load_problem
-from .simulate import Runs, Simulation
+from .simulate import PETAB_CODES, Runs, Simulation
 from .values import nominal_sets, sampled_sets, set_count, table_sets
 
 
@@ -137,7 +137,7 @@ def simulate_problem(problem, *, ensemble: int | None = None, parameters=None,
 NON_FINITE_OBJECTIVE = Status.define(
     "non_finite_objective", "the simulations succeeded but the likelihood is not finite "
                             "(a simulated value outside a log transformation's domain, "
-                            "or a noise sigma that is not positive)")
+                            "or a noise sigma that is not positive)", code=PETAB_CODES + 1)
 
 
 def _column(df, name: str, default: str):

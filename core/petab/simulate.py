@@ -30,13 +30,17 @@ from .conditions import Conditions, assigned_by_conditions
 from .model import ModelEvaluator, explicit, without_initial_assignments
 from .problem import PetabProblem
 
+#: status codes of sbmlgpu.petab: fixed and apart from the low codes that backends
+#: take in order with Status.define (so that importing this module moves none of theirs)
+PETAB_CODES = 40
 STEADY_TIMES = np.array([0.0, 1.0, 10.0, 1e2, 1e3, 1e4, 1e5, 1e6])
 STEADY_RTOL = 1e-6
 STEADY_ATOL = 1e-9
 NO_STEADY_STATE = Status.define(
     "no_steady_state", f"no steady state by t = {STEADY_TIMES[-1]:g} (|dx/dt| stayed above "
                        f"{STEADY_ATOL:g} + {STEADY_RTOL:g}*|x|); the PEtab preequilibration "
-                       f"or t = inf measurement of this member has no value")
+                       f"or t = inf measurement of this member has no value",
+    code=PETAB_CODES)
 
 
 @dataclass
