@@ -28,6 +28,13 @@ from .results import (DbnResult, Paving, Result, StateDistribution,  # noqa: E40
                       TimeCourseResult)
 from .tasks import DbnApproximation, Estimation, SteadyState, TimeCourse  # noqa: E402
 
+def simulate_petab(problem, **settings):
+    """Simulate a PEtab problem (YAML path): sbmlgpu.petab.simulate_problem (docs/petab.md)."""
+    from .petab import simulate_problem
+
+    return simulate_problem(problem, **settings)
+
+
 #: one function per task (sbmlgpu.tasks), generated from the task's fields
 steady_state = task_function(SteadyState)
 estimate = task_function(Estimation)
@@ -40,6 +47,7 @@ __all__ = [
     "estimate",
     "dbn",
     "run_omex",
+    "simulate_petab",
     "TimeCourse",
     "SteadyState",
     "Estimation",

@@ -17,6 +17,7 @@ from pathlib import Path
 from . import __version__
 from .combine import cli as combine_cli
 from .errors import OptionError, SbmlGpuError
+from .petab.command import add_command as add_petab_command
 
 EXIT_RUN_FAILED = 1  # every member of the run failed
 EXIT_INTERNAL = 70  # a bug in sbmlgpu or a plugin (EX_SOFTWARE)
@@ -167,6 +168,7 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
     i.set_defaults(func=cmd_info)
     _add_testsuite(sub, load=command == "testsuite")
     combine_cli.add_command(sub)
+    add_petab_command(sub)
     return parser
 
 

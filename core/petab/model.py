@@ -1,0 +1,133 @@
+"""The SBML model under PEtab conditions: parameter vectors, initial states and the
+right-hand side evaluated over many members at once, and the model to simulate.
+
+PEtab gives each run its initial state: the model's, with a condition's species
+overrides, or the steady state of a preequilibration condition. Our ensembles set
+initial values through parameter columns, and a value that an initial assignment
+computes cannot be set that way. So every run simulates `explicit`: the model with
+each state's initial value declared as a plain number (its initial assignment
+removed), and the state itself computed here, per member, from the model's own
+initial values (the ODE view's x0, evaluated with numpy in the members'
+parameters), a preequilibration, and the condition's overrides.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from functools import cached_property
+
+import numpy as np
+import sympy as sp
+
+from ..codegen.numpy_printer import NumpyPrinter, array_namespace, define
+from ..errors import UnsupportedModelError
+from ..ir import TIME, Network
+from ..views import AMOUNT, ode_system
+
+
+class ModelEvaluator:
+    """Numpy functions of the ODE view of `network` over members: p is (n_p, M),
+    x is (n_x, M)."""
+
+    def __init__(self, network: Network):
+        self.network = network
+        self.ode = ode_system(network)
+        self.p_index = {pid: j for j, pid in enumerate(self.ode.p_ids)}
+        self.x_index = {sid: i for i, sid in enumerate(self.ode.state_ids)}
+
+    def _function(self, exprs, name: str):
+        symbols = {TIME: "t"}
+        symbols.update({x: f"x[{i}]" for i, x in enumerate(self.ode.x)})
+        symbols.update({p: f"p[{j}]" for j, p in enumerate(self.ode.p)})
+        printer = NumpyPrinter(symbols)
+        body = [f"return [{', '.join(printer.print_value(sp.sympify(e)) for e in exprs)}]"]
+        _, f = define(name, "t, x, p", body, array_namespace(), f"<sbmlgpu.petab {name}>")
+        return f
+
+    @cached_property
+    def _x0(self):
+        return self._function(self.ode.x0, "x0")
+
+    @cached_property
+    def _rhs(self):
+        return self._function(self.ode.rhs, "rhs")
+
+    def parameters(self, overrides: dict[str, np.ndarray], m: int) -> np.ndarray:
+        """(n_p, m): the model's values with `overrides` {SBML id: m values} (NaN
+        entries keep the model's value)."""
+        p = np.repeat(self.ode.p_values[:, None], m, axis=1)
+        for sid, values in overrides.items():
+            row = p[self.p_index[sid]]
+            values = np.broadcast_to(np.asarray(values, dtype=float), (m,))
+            keep = np.isnan(values)
+            row[~keep] = values[~keep]
+        return p
+
+    def _broadcast(self, values, m: int) -> np.ndarray:
+        rows = [np.broadcast_to(np.asarray(v, dtype=float), (m,)) for v in values]
+        return np.array(rows).reshape(len(rows), m)
+
+    def initial_state(self, p: np.ndarray) -> np.ndarray:
+        """(n_x, M): x(0) as the model computes it from p."""
+        m = p.shape[1]
+        x = np.zeros((len(self.ode.x), m))
+        with np.errstate(all="ignore"):
+            return self._broadcast(self._x0(0.0, x, p), m) if len(self.ode.x) else x
+
+    def rhs(self, x: np.ndarray, p: np.ndarray, t: float) -> np.ndarray:
+        with np.errstate(all="ignore"):
+            return self._broadcast(self._rhs(t, x, p), x.shape[1]) if len(x) else x
+
+    def values(self, ids, x: np.ndarray, p: np.ndarray, t: float) -> np.ndarray:
+        """(len(ids), M): SBML values of `ids` at state x."""
+        f = self._function([self.ode.value(i) for i in ids], "values")
+        with np.errstate(all="ignore"):
+            return self._broadcast(f(t, x, p), x.shape[1])
+
+    def output_names(self) -> list[str]:
+        """What a time course reports for each state, in state order: amount(S) for
+        a species held as an amount, the id for the others."""
+        return [f"amount({sid})" if kind == AMOUNT else sid
+                for sid, kind in zip(self.ode.state_ids, self.ode.state_kinds)]
+
+
+def without_initial_assignments(network: Network, ids) -> Network:
+    """`network` where the values `ids` have no initial assignment: a PEtab condition
+    sets them (their value in the file is a placeholder that every condition replaces;
+    a species' as its SBML value, a concentration unless it has only substance units)."""
+    return _as_numbers(network, set(ids), amounts=False) if ids else network
+
+
+def explicit(network: Network) -> Network:
+    """`network` with every state's initial value a plain number (an initial
+    amount for species) and no initial assignment to a state, so that an ensemble
+    column sets it."""
+    ode = ode_system(network)
+    states = set(ode.state_ids)
+    rate_of = [a.variable for a in network.initial_assignments
+               if a.variable in states and a.math.has(TIME)]
+    if rate_of:
+        raise UnsupportedModelError({"a state whose initial assignment depends on time":
+                                     tuple(rate_of)}, who="sbmlgpu petab")
+    return _as_numbers(network, states, amounts=True)
+
+
+def _as_numbers(network: Network, ids: set, amounts: bool) -> Network:
+    """The values `ids` as numbers in the file (0, a placeholder that a column or
+    condition replaces) without initial assignments; species declared as amounts
+    (`amounts`, or where they have only substance units), else as concentrations."""
+    def species(s):
+        if s.id not in ids:
+            return s
+        if amounts or s.has_only_substance_units:
+            return dataclasses.replace(s, initial_amount=0.0, initial_concentration=None)
+        return dataclasses.replace(s, initial_amount=None, initial_concentration=0.0)
+
+    parameters = tuple(dataclasses.replace(q, value=0.0) if q.id in ids and q.value is None
+                       else q for q in network.parameters)
+    compartments = tuple(dataclasses.replace(c, size=0.0) if c.id in ids and c.size is None
+                         else c for c in network.compartments)
+    assignments = tuple(a for a in network.initial_assignments if a.variable not in ids)
+    return dataclasses.replace(network, species=tuple(map(species, network.species)),
+                               parameters=parameters, compartments=compartments,
+                               initial_assignments=assignments)

@@ -1,0 +1,213 @@
+"""Simulating a PEtab problem: every (condition, parameter set) as one batched
+time-course ensemble through sbmlgpu's API.
+
+Member k*n + j of an ensemble is run k (a distinct pair of preequilibration and
+simulation condition, in the measurement table's order) with parameter set j.
+Stages, each one ensemble:
+
+1. preequilibration (only runs that name one): from the preequilibration
+   condition's initial state, simulate until the state is steady;
+2. the time course of every run, output times = the union of the measurement
+   times (and 0), from the steady state of stage 1 with the simulation condition's
+   species overrides re-applied, or from the simulation condition's initial state;
+3. steady states under the simulation condition, for measurements at t = inf.
+
+A steady state is reached when |dx/dt| <= STEADY_ATOL + STEADY_RTOL * |x| for
+every state (dx/dt evaluated from the model's right-hand side at the simulated
+state, as AMICI checks it); the ensemble runs to each of STEADY_TIMES and takes the
+latest time at which the test holds. Members that never pass it get the status
+`no_steady_state`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..results.status import Status
+from .conditions import Conditions, assigned_by_conditions
+from .model import ModelEvaluator, explicit, without_initial_assignments
+from .problem import PetabProblem
+
+#: status codes of sbmlgpu.petab: fixed and apart from the low codes that backends
+#: take in order with Status.define (so that importing this module moves none of theirs)
+PETAB_CODES = 40
+STEADY_TIMES = np.array([0.0, 1.0, 10.0, 1e2, 1e3, 1e4, 1e5, 1e6])
+STEADY_RTOL = 1e-6
+STEADY_ATOL = 1e-9
+NO_STEADY_STATE = Status.define(
+    "no_steady_state", f"no steady state by t = {STEADY_TIMES[-1]:g} (|dx/dt| stayed above "
+                       f"{STEADY_ATOL:g} + {STEADY_RTOL:g}*|x|); the PEtab preequilibration "
+                       f"or t = inf measurement of this member has no value",
+    code=PETAB_CODES)
+
+
+@dataclass
+class Runs:
+    """The distinct runs of the measurement table and, per measurement row, its run
+    and output time."""
+
+    pairs: list[tuple[str | None, str]]  # (preequilibration condition or None, condition)
+    row_run: np.ndarray  # (R,) index into pairs
+    row_time: np.ndarray  # (R,) measurement time (inf: steady state)
+    times: np.ndarray  # output times of stage 2 (0 and every finite measurement time)
+    row_time_index: np.ndarray  # (R,) index into times (-1 for inf)
+
+    @classmethod
+    def of(cls, p: PetabProblem) -> "Runs":
+        meas = p.measurements
+        pre = (meas["preequilibrationConditionId"] if "preequilibrationConditionId"
+               in meas.columns else [None] * len(meas))
+        pairs: dict[tuple, int] = {}
+        row_run = []
+        for a, b in zip(pre, meas["simulationConditionId"]):
+            key = (a if isinstance(a, str) and a.strip() else None, str(b))
+            row_run.append(pairs.setdefault(key, len(pairs)))
+        row_time = np.asarray(meas["time"], dtype=float)
+        times = np.unique(np.concatenate([[0.0], row_time[np.isfinite(row_time)]]))
+        index = np.where(np.isfinite(row_time),
+                         np.searchsorted(times, np.where(np.isfinite(row_time), row_time, 0)),
+                         -1)
+        return cls(list(pairs), np.array(row_run, dtype=int), row_time, times, index)
+
+
+@dataclass
+class Simulated:
+    """Model values at every measurement row: {SBML id: (R, n)}, and per (run, set)
+    the status code (n_runs, n)."""
+
+    values: dict[str, np.ndarray]
+    status: np.ndarray
+    messages: dict[tuple[int, int], str] = field(default_factory=dict)
+
+
+class Simulation:
+    """One problem, n parameter sets, through `backend` on `device`."""
+
+    def __init__(self, problem: PetabProblem, sets: dict[str, np.ndarray], n: int, *,
+                 backend: str | None = "ode", device="auto", options=None):
+        self.problem = problem
+        network = without_initial_assignments(problem.network, assigned_by_conditions(problem))
+        self.ev = ModelEvaluator(network)
+        self.explicit = explicit(network)
+        self.conditions = Conditions(problem, self.ev, sets, n)
+        self.n = n
+        self.backend, self.device, self.options = backend, device, options
+
+    # -- one ensemble ---------------------------------------------------------------------
+    def time_course(self, p: np.ndarray, x0: np.ndarray, times: np.ndarray):
+        """The explicit model from x0 with parameters p (original view's vectors).
+        Every stage varies the same columns and reports the same outputs (set by
+        `run`), so that all stages run one compiled kernel."""
+        from ..api import execute
+        from ..tasks import TimeCourse
+
+        ev = self.ev
+        columns = {sid: x0[i] for sid, i in ev.x_index.items()}
+        columns.update({pid: p[ev.p_index[pid]] for pid in self.varied})
+        task = TimeCourse(times=times, parameters=columns, outputs=self.outputs or None,
+                          progress=False)
+        return execute(self.explicit, task, self.backend, options=self.options,
+                       device=self.device).result
+
+    def _plan(self, p_matrices, ids: list[str], steady: bool) -> None:
+        """The parameters that differ from the model's anywhere, and the outputs."""
+        ev = self.ev
+        nominal = ev.ode.p_values[:, None]
+        self.varied = []
+        for pid, j in ev.p_index.items():
+            if pid in ev.x_index:
+                continue
+            if any(not np.all((p[j] == nominal[j]) | (np.isnan(p[j]) & np.isnan(nominal[j])))
+                   for p in p_matrices):
+                self.varied.append(pid)
+        states = ev.output_names() if steady else []
+        self.outputs = tuple(dict.fromkeys([*states, *ids]))
+
+    def steady_state(self, p: np.ndarray, x0: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict]:
+        """(x at steady state (n_x, M), status (M,), messages)."""
+        ev = self.ev
+        m = p.shape[1]
+        if not len(ev.x_index):
+            return x0.copy(), np.zeros(m, np.int8), {}
+        result = self.time_course(p, x0, STEADY_TIMES)
+        data = result.data[:, :, [result.index(o) for o in ev.output_names()]]  # (M, T, n_x)
+        x = np.full_like(x0, np.nan)
+        found = np.zeros(m, bool)
+        for ti in range(len(STEADY_TIMES) - 1, 0, -1):
+            state = data[:, ti, :].T
+            f = ev.rhs(state, p, STEADY_TIMES[ti])
+            with np.errstate(invalid="ignore"):
+                steady = np.all(np.isfinite(state) & np.isfinite(f) &
+                                (np.abs(f) <= STEADY_ATOL + STEADY_RTOL * np.abs(state)), axis=0)
+            take = steady & ~found
+            x[:, take] = state[:, take]
+            found |= take
+        status = np.where(found, int(Status.ok), int(NO_STEADY_STATE)).astype(np.int8)
+        # a member that failed before any steady time keeps the integrator's status
+        failed = (result.status != int(Status.ok)) & ~found
+        status[failed] = result.status[failed]
+        messages = {i: result.messages.get(i, Status(int(status[i])).message)
+                    for i in np.flatnonzero(~found)}
+        return x, status, messages
+
+    # -- the problem ------------------------------------------------------------------------
+    def run(self, runs: Runs, ids: list[str]) -> Simulated:
+        n, ev, cond = self.n, self.ev, self.conditions
+        n_runs = len(runs.pairs)
+        status = np.zeros((n_runs, n), np.int8)
+        messages: dict[tuple[int, int], str] = {}
+
+        def record(run_ids: list[int], codes: np.ndarray, notes: dict) -> None:
+            codes = codes.reshape(len(run_ids), n)
+            for k, run in enumerate(run_ids):
+                fresh = (status[run] == 0) & (codes[k] != 0)
+                status[run][fresh] = codes[k][fresh]
+                for j in np.flatnonzero(fresh):
+                    messages[(run, int(j))] = notes.get(k * n + int(j), "")
+
+        # initial states of every run under its simulation condition
+        sims = [b for _, b in runs.pairs]
+        p = cond.parameters(sims)
+        x0 = ev.initial_state(p)
+        pre_runs = [k for k, (a, _) in enumerate(runs.pairs) if a is not None]
+        pre_conditions = sorted({runs.pairs[k][0] for k in pre_runs})
+        p_pre = cond.parameters(pre_conditions) if pre_runs else p[:, :0]
+        x_pre = ev.initial_state(p_pre)
+        # the overrides also set p (species that are not states): before planning
+        cond.apply_to_state(pre_conditions, x_pre, p_pre)
+        cond.apply_to_state(sims, x0, p)
+        self._plan((p, p_pre), ids, steady=bool(pre_runs) or bool(np.any(runs.row_time_index < 0)))
+        if pre_runs:
+            x_ss, codes, notes = self.steady_state(p_pre, x_pre)
+            for k in pre_runs:
+                c = pre_conditions.index(runs.pairs[k][0])
+                x0[:, k * n:(k + 1) * n] = x_ss[:, c * n:(c + 1) * n]
+                sub = codes[c * n:(c + 1) * n]
+                record([k], sub, {j: notes.get(c * n + j, "") for j in range(n)})
+            cond.apply_to_state(sims, x0, p)  # again, on the steady states
+
+        values = {sid: np.full((len(runs.row_run), n), np.nan) for sid in ids}
+        members = runs.row_run[:, None] * n + np.arange(n)[None, :]
+        timed = runs.row_time_index >= 0
+        if timed.any():
+            result = self.time_course(p, x0, runs.times)
+            record(list(range(n_runs)), result.status,
+                   {i: result.messages.get(i, "") for i in range(n_runs * n)})
+            for sid in ids:
+                column = result[sid]  # (M, T)
+                values[sid][timed] = column[members[timed],
+                                            runs.row_time_index[timed][:, None]]
+        if (~timed).any():
+            inf_runs = sorted(set(runs.row_run[~timed].tolist()))
+            cols = np.concatenate([np.arange(k * n, (k + 1) * n) for k in inf_runs])
+            x_ss, codes, notes = self.steady_state(p[:, cols], x0[:, cols])
+            record(inf_runs, codes, notes)
+            at = ev.values(ids, x_ss, p[:, cols], float(STEADY_TIMES[-1])) if ids else None
+            slot = {k: i for i, k in enumerate(inf_runs)}
+            for r in np.flatnonzero(~timed):
+                k = slot[int(runs.row_run[r])]
+                for q, sid in enumerate(ids):
+                    values[sid][r] = at[q, k * n:(k + 1) * n]
+        return Simulated(values, status, messages)
