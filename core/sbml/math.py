@@ -123,7 +123,14 @@ def _numeric(e: sp.Expr) -> sp.Expr:
     atan(14/5), 2**(1/3)) as a number: 40 digits, far beyond a double, so printers
     round it once and interval code (which encloses a Float of more than 53 bits by its
     neighbouring doubles) stays sound; kept symbolic, such constants make the
-    algebraic-rule solver and every later simplification slow."""
+    algebraic-rule solver and every later simplification slow.
+
+    A function of literal numbers with no real value (sqrt(-4), ln(-4), acos(2),
+    (-8)^(1/3)) is NaN, as the double arithmetic SBML prescribes makes it (sympy
+    would continue into the complex numbers, which no backend can print); a run
+    flags the NaN where it reaches a state."""
+    if isinstance(e, sp.Expr) and e.is_number and e.is_finite and e.is_extended_real is False:
+        return sp.nan
     if isinstance(e, sp.Expr) and e.is_number and not e.is_Rational and e.is_finite \
             and not e.free_symbols:
         value = e.evalf(NUMERIC_DIGITS)
@@ -149,13 +156,34 @@ def _trunc(x: sp.Expr) -> sp.Expr:
     return sp.sign(x) * sp.floor(sp.Abs(x))
 
 
+_ASSOCIATIVE = (libsbml.AST_PLUS, libsbml.AST_TIMES, libsbml.AST_LOGICAL_AND, libsbml.AST_LOGICAL_OR)
+
+
+def _operands(node: libsbml.ASTNode) -> list[libsbml.ASTNode]:
+    """The operands of an associative operator, nested applications of the same
+    operator merged, without recursion: libsbml reads an n-ary <plus/> as a chain of
+    binary nodes, so a flat sum of a few hundred terms is as deep as it is long."""
+    t = node.getType()
+    out, todo = [], [node]
+    while todo:
+        n = todo.pop()
+        if n.getType() == t and (n is node or n.getNumChildren() >= 2):
+            todo.extend(n.getChild(i) for i in reversed(range(n.getNumChildren())))
+        else:
+            out.append(n)
+    return out
+
+
 class MathConverter:
     def __init__(self, ctx: MathContext):
         self.ctx = ctx
 
     def convert(self, node: libsbml.ASTNode) -> sp.Basic:
         t = node.getType()
-        kids = [node.getChild(i) for i in range(node.getNumChildren())]
+        if t in _ASSOCIATIVE:
+            kids = _operands(node)
+        else:
+            kids = [node.getChild(i) for i in range(node.getNumChildren())]
 
         # numbers and constants
         if t == libsbml.AST_INTEGER:
