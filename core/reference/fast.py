@@ -77,6 +77,9 @@ def relax(fast_rates, t: float, x: np.ndarray, p: np.ndarray, *, rtol: float,
         rate = np.abs(np.asarray(f(0.0, y), dtype=float))
         return bool(np.all(rate <= 1e3 * (atol + rtol * np.abs(y))))
 
+    if not np.all(np.isfinite(x)):  # an INF or NaN amount: no equilibrium to relax to
+        raise RelaxationFailed(f"fast reactions: the state at t = {t!r} is not finite "
+                               f"(an initial value of INF or NaN?), so they have no equilibrium")
     if settled(x):
         return x
     y = x

@@ -125,6 +125,9 @@ class NetworkBuilder:
                 continue
             delay = e.getDelay() if e.isSetDelay() else None
             priority = e.getPriority() if e.isSetPriority() else None
+            delay_math = self.math(delay.getMath(), f"event {eid} delay") \
+                if delay is not None and delay.isSetMath() else None
+            check_delay(delay_math, eid, self.source)
             out.append(ir.Event(
                 id=eid,
                 trigger=self.math(t.getMath(), f"event {eid} trigger", boolean=True),
@@ -133,7 +136,7 @@ class NetworkBuilder:
                     for a in e.getListOfEventAssignments() if a.isSetMath()),
                 trigger_initial_value=t.getInitialValue() if t.isSetInitialValue() else True,
                 persistent=t.getPersistent() if t.isSetPersistent() else True,
-                delay=self.math(delay.getMath(), f"event {eid} delay") if delay is not None and delay.isSetMath() else None,
+                delay=delay_math,
                 priority=self.math(priority.getMath(), f"event {eid} priority") if priority is not None and priority.isSetMath() else None,
                 use_values_from_trigger_time=e.getUseValuesFromTriggerTime() if e.isSetUseValuesFromTriggerTime() else True,
             ))
@@ -180,6 +183,16 @@ def check_stoichiometry(value: float, reaction_id: str, species_id: str, source:
     raise SBMLImportError(source, "a stoichiometry is not a usable number", (SBMLProblem(
         "error", f"reaction {reaction_id}: the stoichiometry of species {species_id} is "
                  f"{value!r}, {what}"),))
+
+
+def check_delay(delay, event_id: str, source: str) -> None:
+    """SBMLImportError for an event delay that is a negative (or NaN) constant: SBML
+    requires a delay >= 0; a delay that depends on the state is checked as it runs."""
+    if delay is None or not delay.is_number:
+        return
+    if delay is sp.nan or (delay.is_extended_real and delay < 0):
+        raise SBMLImportError(source, "an event delay is negative", (SBMLProblem(
+            "error", f"event {event_id}: its delay is {delay}; SBML requires a delay >= 0"),))
 
 
 def order_assignment_rules(net: ir.Network) -> tuple[ir.AssignmentRule, ...]:

@@ -174,6 +174,14 @@ def _operands(node: libsbml.ASTNode) -> list[libsbml.ASTNode]:
     return out
 
 
+def _rem(a: sp.Expr, b: sp.Expr) -> sp.Expr:
+    """rem(a, b) = a - b*trunc(a/b), C's fmod. A literal 0 divisor gives NaN (fmod's
+    value): written out, sympy would fold 0*trunc(a/0) to 0 and return a."""
+    if b.is_zero:
+        return sp.nan
+    return a - b * _trunc(a / b)
+
+
 class MathConverter:
     def __init__(self, ctx: MathContext):
         self.ctx = ctx
@@ -248,8 +256,7 @@ class MathConverter:
             return sp.floor(num(kids[0]) / num(kids[1]))
         if t == libsbml.AST_FUNCTION_REM:
             self._arity(node, kids, 2)
-            a, b = num(kids[0]), num(kids[1])
-            return a - b * _trunc(a / b)
+            return _rem(num(kids[0]), num(kids[1]))
 
         # logic
         if t == libsbml.AST_LOGICAL_AND:
