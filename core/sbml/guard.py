@@ -126,6 +126,8 @@ def scan_text(text: str | bytes, name: str) -> None:
         _parser(name).Parse(text, True)
     except xml.parsers.expat.ExpatError:
         pass  # not well-formed: libsbml reports it, with its own messages
+    except LookupError as exc:  # refused unscanned: the scan is what makes libsbml safe
+        raise SBMLImportError(name, f"the XML declaration names an unknown encoding ({exc})") from None
 
 
 def scan_file(path: Path, name: str) -> None:
@@ -135,5 +137,7 @@ def scan_file(path: Path, name: str) -> None:
             _parser(name).ParseFile(f)
     except xml.parsers.expat.ExpatError:
         pass
+    except LookupError as exc:
+        raise SBMLImportError(name, f"the XML declaration names an unknown encoding ({exc})") from None
     except OSError as exc:
         raise SBMLImportError(name, f"cannot read: {exc.strerror}") from None
