@@ -10,7 +10,9 @@ exception) or make it read forever, so they must be refused before it sees them:
   later step, sympy included, walks expressions recursively; no real model comes
   near: the deepest of the SBML Test Suite is 8);
 - a rateOf csymbol applied to nothing (libsbml's consistency check dereferences
-  the missing argument and crashes).
+  the missing argument and crashes);
+- an <apply> of more than MAX_MATH_OPERANDS operands (libsbml's inlining of
+  function definitions slows down faster than quadratically with it).
 
 The scan is expat's streaming parser (C, not recursive, no DTD or entity
 expansion), so it costs a fraction of libsbml's own read. A document that is not
@@ -28,6 +30,9 @@ from ..errors import SBMLImportError, SBMLProblem
 MAX_MODEL_BYTES = 1 << 30  # 1 GiB: far above any published model (the largest are ~100 MB)
 MAX_XML_DEPTH = 1000
 MAX_MATH_DEPTH = 200
+#: operands of one MathML <apply>: libsbml's function-definition inlining takes time
+#: growing faster than the square of this (1,000: ~6 s; 3,000: minutes)
+MAX_MATH_OPERANDS = 1000
 
 _MATHML = "http://www.w3.org/1998/Math/MathML"
 _RATE_OF = "http://www.sbml.org/sbml/symbols/rateOf"
@@ -93,6 +98,10 @@ class _Scan:
         if self.applies and self.applies[-1][0] == self.depth - 1:
             parent = self.applies[-1]
             parent[1] += 1
+            if parent[1] > MAX_MATH_OPERANDS + 1:  # + 1: the operator is a child too
+                self.refuse(f"a MathML <apply> with more than {MAX_MATH_OPERANDS} operands",
+                            f"an <apply> has more than {MAX_MATH_OPERANDS} operands; split "
+                            f"the expression into partial sums with assignment rules")
             if parent[1] == 1 and local == "csymbol" and \
                     attrs.get("definitionURL", "").strip() == _RATE_OF:
                 parent[2] = True

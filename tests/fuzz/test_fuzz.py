@@ -41,7 +41,7 @@ from ..shared_data import SEMANTIC, missing
 from .generator import mutants, suite_models
 
 SEED = int(os.environ.get("SBMLGPU_FUZZ_SEED", "20261124"))
-N = int(os.environ.get("SBMLGPU_FUZZ_N", "240"))
+N = int(os.environ.get("SBMLGPU_FUZZ_N", "300"))
 TIMEOUT = float(os.environ.get("SBMLGPU_FUZZ_TIMEOUT", "60"))
 ODE_EVERY = 6  # ode --cpu compiles C++ per model: a subset keeps CI within budget
 RUN = ["--end", "2", "--points", "5", "--format", "npz", "--no-progress"]
