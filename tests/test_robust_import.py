@@ -335,3 +335,32 @@ def test_ids_named_time_and_member_get_unambiguous_columns(tmp_path, capsys):
     # the column names are output names too: asking for them gives the same values
     assert parse_output("value(time)").id == "time"
     assert table_column("S1", ("time", "member")) == "S1"
+
+
+# -- large models: the views grow linearly with the model --------------------------------
+def _chain(n: int) -> str:
+    """S0 -> S1 -> ... -> S(n-1), each at k*S."""
+    return model("".join(species(f"S{i}", 10 if i == 0 else 0) for i in range(n)),
+                 parameter("k", 1),
+                 "".join(reaction(f"R{i}", [f"S{i}"], [f"S{i + 1}"],
+                                  f"<apply><times/><ci>k</ci><ci>S{i}</ci></apply>")
+                         for i in range(n - 1)))
+
+
+def test_the_ode_view_of_a_long_chain_grows_about_linearly():
+    from sbmlgpu.views.ode import ode_system
+
+    def cpu_seconds(n: int) -> float:
+        best = math.inf
+        for _ in range(2):  # a fresh network each time: views are memoised per network
+            net = sbmlgpu.load(_chain(n))
+            started = time.process_time()
+            system = ode_system(net)
+            best = min(best, time.process_time() - started)
+        assert len(system.rhs) == n
+        return best
+
+    small, large = cpu_seconds(300), cpu_seconds(2400)
+    # 8 times the species: ~8 times the work when linear, 64 when quadratic (the view
+    # asked every reaction about every species: 23 times on this machine)
+    assert large < 16 * small, (small, large)
