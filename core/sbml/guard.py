@@ -8,7 +8,7 @@ exception) or make it read forever, so they must be refused before it sees them:
 - XML nested deeper than MAX_XML_DEPTH (libsbml's recursive reader overflows the
   stack at ~20,000 levels), and MathML nested deeper than MAX_MATH_DEPTH (every
   later step, sympy included, walks expressions recursively; no real model comes
-  near: the deepest of the SBML Test Suite is 8);
+  near: the deepest of the SBML Test Suite is 6, of the shared real models 12);
 - a rateOf csymbol applied to nothing (libsbml's consistency check dereferences
   the missing argument and crashes);
 - an <apply> of more than MAX_MATH_OPERANDS operands (libsbml's inlining of
