@@ -213,9 +213,10 @@ def test_fuzz_no_crash_internal_error_traceback_or_hang(fuzzed):
 
 
 @pytest.mark.xfail(strict=False, reason=(
-    "issue 14 point 5, run-time flagging (helper R2's part, not yet merged here): runs "
-    "report NaN/inf outputs of members with status ok: a compartment of size 0 "
-    "(concentrations), a variable left without a value, acos(t) beyond its domain"))
+    "issue 14 point 5, run-time flagging of non-finite outputs (the backends' run-time "
+    "checks, not the importer; still open on main at 92f1b7f): members with status ok "
+    "report NaN/inf outputs that are not states: concentrations in a compartment of size "
+    "0, a variable left without a value, acos(t) beyond its domain"))
 def test_fuzz_no_unflagged_non_finite_output(fuzzed):
     assert not fuzzed["non_finite"], _report(fuzzed["non_finite"],
                                              "unflagged non-finite outputs")
