@@ -8,6 +8,9 @@ quantity of a species to report (the spelling follows libRoadRunner's `[S1]`):
                        compartment of spatialDimensions 0
     [S1]               a species' concentration   (long form: concentration(S1))
     amount(S1)         a species' amount
+    value(S1)          the same as S1: the spelling result tables use for an id
+                       that is also the name of one of their own columns
+                       (`time`, `member`; see table_column)
 
 Compartments, parameters, species references and reactions have one value each
 (size, value, stoichiometry, rate); the selectors are for species only. A
@@ -41,9 +44,10 @@ _FORMS = (
     (re.compile(rf"\[({_ID})\]"), CONCENTRATION),
     (re.compile(rf"concentration\(({_ID})\)"), CONCENTRATION),
     (re.compile(rf"amount\(({_ID})\)"), AMOUNT),
+    (re.compile(rf"value\(({_ID})\)"), VALUE),
     (re.compile(rf"({_ID})"), VALUE),
 )
-SPELLINGS = "ID, [ID], concentration(ID) or amount(ID)"
+SPELLINGS = "ID, [ID], concentration(ID), amount(ID) or value(ID)"
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,14 @@ def output_name(sbml_id: str, kind: str = VALUE) -> str:
     if kind == AMOUNT:
         return f"amount({sbml_id})"
     raise ValueError(f"unknown output kind {kind!r}; one of {KINDS}")
+
+
+def table_column(name: str, reserved: Sequence[str]) -> str:
+    """The column header of output `name` in a table whose own columns are
+    `reserved` (e.g. `time`, `member`): an SBML id may be `time` (the csymbol has
+    no id), so such a column is written `value(time)`, which names the same output
+    and cannot be mistaken for the table's own column."""
+    return f"value({name})" if name in reserved else name
 
 
 def parse_output(name: str) -> Output:

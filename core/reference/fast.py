@@ -32,6 +32,7 @@ from ..ir import Network, Parameter, sym
 # collision needs a model that spells this exact name).
 FACTOR_ID = "__sbmlgpu_fast_factor"
 FAST_SCALE = 1e9
+MAX_RATE_EVALUATIONS = 200_000  # per relaxation; the suite's cases need < 2,000
 
 
 def has_fast(network: Network) -> bool:
@@ -70,13 +71,25 @@ def relax(fast_rates, t: float, x: np.ndarray, p: np.ndarray, *, rtol: float,
     if not len(x):
         return x
 
+    calls = [0]
+
     def f(_tau, y):
+        # a bound on the work: rates of 1e300 (a huge conversion factor) make LSODA
+        # take steps so small that the relaxation would run for hours
+        calls[0] += 1
+        if calls[0] > MAX_RATE_EVALUATIONS:
+            raise RelaxationFailed(f"fast reactions: no equilibrium after "
+                                   f"{MAX_RATE_EVALUATIONS} rate evaluations at t = {t!r} "
+                                   f"(rates too large or too stiff to relax)")
         return fast_rates(t, y, p)
 
     def settled(y) -> bool:
         rate = np.abs(np.asarray(f(0.0, y), dtype=float))
         return bool(np.all(rate <= 1e3 * (atol + rtol * np.abs(y))))
 
+    if not np.all(np.isfinite(x)):  # an INF or NaN amount: no equilibrium to relax to
+        raise RelaxationFailed(f"fast reactions: the state at t = {t!r} is not finite "
+                               f"(an initial value of INF or NaN?), so they have no equilibrium")
     if settled(x):
         return x
     y = x

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..hookspecs import hookimpl
+from ..outputs import table_column
 from . import io
 from .status import Status
 from .summary import Summary, quantile_label
@@ -44,13 +45,19 @@ def write_table(path: Path, header: list[str], rows) -> Path:
 
 
 # -- time courses ----------------------------------------------------------------------
+def _columns(ids, *reserved: str) -> list[str]:
+    """`ids` as column headers beside the table's own `reserved` columns."""
+    return [table_column(i, reserved) for i in ids]
+
+
 def _summary_path(path: Path) -> Path:
     return path.with_name(f"{path.stem}_summary{path.suffix or '.csv'}")
 
 
 def _write_summary_csv(result: "TimeCourseResult", path: Path) -> None:
     stats = result.summary.statistics()
-    header = ["time"] + [f"{cid}_{name}" for cid in result.ids for name, _ in stats]
+    header = ["time"] + [f"{cid}_{name}" for cid in _columns(result.ids, "time")
+                         for name, _ in stats]
     # columns grouped per id: S1_mean, S1_sd, S1_q5, ..., S2_mean, ...
     block = np.stack([values for _, values in stats], axis=-1)  # (T, C, S)
     table = np.concatenate([result.times[:, None],
@@ -63,7 +70,7 @@ def _write_members_csv(result: "TimeCourseResult", path: Path) -> Path:
     columns = np.column_stack([np.arange(result.n_members)]
                               + [result.members[i] for i in ids])
     with open(path, "w", encoding="utf-8") as out:
-        out.write(",".join(["member", *ids]) + "\n")
+        out.write(",".join(["member", *_columns(ids, "member")]) + "\n")
         for row in columns.tolist():
             out.write(f"{int(row[0])}," + number_text(row[1:]) + "\n")
     return path
@@ -83,11 +90,12 @@ def write_time_course_csv(result: "TimeCourseResult", path: Path) -> list[Path]:
         data = result.data
         with open(path, "w", encoding="utf-8") as out:
             if data.shape[0] == 1:
-                out.write(",".join(["time", *result.ids]) + "\n")
+                out.write(",".join(["time", *_columns(result.ids, "time")]) + "\n")
                 for t, row in zip(result.times.tolist(), data[0].tolist()):
                     out.write(number_text([t, *row]) + "\n")
             else:
-                out.write(",".join(["time", "member", *result.ids]) + "\n")
+                out.write(",".join(["time", "member", *_columns(result.ids, "time", "member")])
+                          + "\n")
                 times = result.times.tolist()
                 for m in range(data.shape[0]):
                     for t, row in zip(times, data[m].tolist()):

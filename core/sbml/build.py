@@ -9,6 +9,7 @@ keeps `rate=None` so that backends can refuse it by name.
 from __future__ import annotations
 
 import graphlib
+import math
 
 import libsbml
 import sympy as sp
@@ -62,12 +63,13 @@ class NetworkBuilder:
                          constant=p.getConstant(), name=p.getName())
             for p in self.m.getListOfParameters())
 
-    def _species_reference(self, sr: libsbml.SpeciesReference, assigned: set[str]):
+    def _species_reference(self, sr: libsbml.SpeciesReference, assigned: set[str], reaction_id: str):
         value = sr.getStoichiometry() if sr.isSetStoichiometry() else None
         sid = sr.getId() if sr.isSetId() else None
         if sid and (sid in assigned or not sr.getConstant()):
             stoich = ir.sym(sid)
         elif value is not None:
+            check_stoichiometry(value, reaction_id, sr.getSpecies(), self.source)
             # exact, as literal numbers in math (sbml/math.py: _number)
             stoich = sp.Integer(int(value)) if value == int(value) else sp.Rational(value)
         else:
@@ -84,8 +86,8 @@ class NetworkBuilder:
             rate = self.math(kl.getMath(), f"reaction {r.getId()}") if kl is not None and kl.isSetMath() else None
             out.append(ir.Reaction(
                 id=r.getId(),
-                reactants=tuple(self._species_reference(x, assigned) for x in r.getListOfReactants()),
-                products=tuple(self._species_reference(x, assigned) for x in r.getListOfProducts()),
+                reactants=tuple(self._species_reference(x, assigned, r.getId()) for x in r.getListOfReactants()),
+                products=tuple(self._species_reference(x, assigned, r.getId()) for x in r.getListOfProducts()),
                 modifiers=tuple(x.getSpecies() for x in r.getListOfModifiers()),
                 rate=rate, reversible=r.getReversible(),
                 fast=r.isSetFast() and r.getFast(),
@@ -123,6 +125,9 @@ class NetworkBuilder:
                 continue
             delay = e.getDelay() if e.isSetDelay() else None
             priority = e.getPriority() if e.isSetPriority() else None
+            delay_math = self.math(delay.getMath(), f"event {eid} delay") \
+                if delay is not None and delay.isSetMath() else None
+            check_delay(delay_math, eid, self.source)
             out.append(ir.Event(
                 id=eid,
                 trigger=self.math(t.getMath(), f"event {eid} trigger", boolean=True),
@@ -131,7 +136,7 @@ class NetworkBuilder:
                     for a in e.getListOfEventAssignments() if a.isSetMath()),
                 trigger_initial_value=t.getInitialValue() if t.isSetInitialValue() else True,
                 persistent=t.getPersistent() if t.isSetPersistent() else True,
-                delay=self.math(delay.getMath(), f"event {eid} delay") if delay is not None and delay.isSetMath() else None,
+                delay=delay_math,
                 priority=self.math(priority.getMath(), f"event {eid} priority") if priority is not None and priority.isSetMath() else None,
                 use_values_from_trigger_time=e.getUseValuesFromTriggerTime() if e.isSetUseValuesFromTriggerTime() else True,
             ))
@@ -163,6 +168,33 @@ class NetworkBuilder:
         return net
 
 
+#: the largest stoichiometry accepted: far beyond any chemistry, small enough that a
+#: rate times it stays finite and an SSA state update stays an exact integer
+MAX_STOICHIOMETRY = 1e15
+
+
+def check_stoichiometry(value: float, reaction_id: str, species_id: str, source: str) -> None:
+    """SBMLImportError for a NaN, infinite or absurdly large stoichiometry (the file
+    may say stoichiometry="NaN" or "INF"; no number computed from it means anything)."""
+    if math.isfinite(value) and abs(value) <= MAX_STOICHIOMETRY:
+        return
+    what = "not a number" if math.isnan(value) else "infinite" if math.isinf(value) \
+        else f"larger than {MAX_STOICHIOMETRY:g} in magnitude"
+    raise SBMLImportError(source, "a stoichiometry is not a usable number", (SBMLProblem(
+        "error", f"reaction {reaction_id}: the stoichiometry of species {species_id} is "
+                 f"{value!r}, {what}"),))
+
+
+def check_delay(delay, event_id: str, source: str) -> None:
+    """SBMLImportError for an event delay that is a negative (or NaN) constant: SBML
+    requires a delay >= 0; a delay that depends on the state is checked as it runs."""
+    if delay is None or not delay.is_number:
+        return
+    if delay is sp.nan or (delay.is_extended_real and delay < 0):
+        raise SBMLImportError(source, "an event delay is negative", (SBMLProblem(
+            "error", f"event {event_id}: its delay is {delay}; SBML requires a delay >= 0"),))
+
+
 def order_assignment_rules(net: ir.Network) -> tuple[ir.AssignmentRule, ...]:
     """Assignment rules in an order where each uses only rules before it.
 
@@ -190,11 +222,35 @@ def order_assignment_rules(net: ir.Network) -> tuple[ir.AssignmentRule, ...]:
     return tuple(rules[v] for v in order)
 
 
+def _structure_problems(net: ir.Network) -> list[SBMLProblem]:
+    """Ids that elements use to point at each other. libsbml's consistency checks
+    find these too, but stop early after some errors (an undefined unit), and they
+    can be switched off (validate=False): every later step indexes by these ids."""
+    bad = []
+    for s in net.species:
+        if s.compartment not in net.compartment_by_id:
+            bad.append(SBMLProblem("error", f"species {s.id}: its compartment "
+                                            f"'{s.compartment}' is not defined"))
+    for r in net.reactions:
+        for role, ids in (("reactant", [x.species for x in r.reactants]),
+                          ("product", [x.species for x in r.products]),
+                          ("modifier", list(r.modifiers))):
+            bad += [SBMLProblem("error", f"reaction {r.id}: {role} '{sid}' is not a species "
+                                         f"of the model") for sid in ids if sid not in net.species_by_id]
+        if r.compartment is not None and r.compartment not in net.compartment_by_id:
+            bad.append(SBMLProblem("error", f"reaction {r.id}: its compartment "
+                                            f"'{r.compartment}' is not defined"))
+    return bad
+
+
 def check_references(net: ir.Network) -> None:
     """Every identifier in the math must name something with a value."""
+    bad = _structure_problems(net)
+    if bad:
+        raise SBMLImportError(net.source, "elements refer to ids the model does not define",
+                              tuple(bad))
     known = set(net.compartment_by_id) | set(net.species_by_id) | set(net.parameter_by_id)
     known |= set(net.species_reference_by_id) | set(net.reaction_by_id)
-    bad = []
     for where, expr in net.all_math():
         for s in expr.free_symbols:
             if s is not ir.TIME and s.name not in known:

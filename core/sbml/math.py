@@ -12,6 +12,7 @@ left (a function we do not know) is an UnsupportedModelError naming it.
 from __future__ import annotations
 
 import math
+import sys
 
 import libsbml
 import sympy as sp
@@ -123,13 +124,58 @@ def _numeric(e: sp.Expr) -> sp.Expr:
     atan(14/5), 2**(1/3)) as a number: 40 digits, far beyond a double, so printers
     round it once and interval code (which encloses a Float of more than 53 bits by its
     neighbouring doubles) stays sound; kept symbolic, such constants make the
-    algebraic-rule solver and every later simplification slow."""
-    if isinstance(e, sp.Expr) and e.is_number and not e.is_Rational and e.is_finite \
+    algebraic-rule solver and every later simplification slow.
+
+    A function of literal numbers with no real value (sqrt(-4), ln(-4), acos(2),
+    (-8)^(1/3)) is NaN, as the double arithmetic SBML prescribes makes it (sympy
+    would continue into the complex numbers, which no backend can print); a run
+    flags the NaN where it reaches a state."""
+    if isinstance(e, sp.Expr) and e.is_number and e.is_finite and e.is_extended_real is False:
+        return sp.nan  # (decided without evaluating: sqrt(-4) is 2*I)
+    if isinstance(e, sp.Expr) and e.is_number and not e.is_Rational and e.is_finite is not False \
             and not e.free_symbols:
         value = e.evalf(NUMERIC_DIGITS)
-        if value.is_Float:
+        if value.is_Float and e.is_finite:
+            if abs(value) > sys.float_info.max:  # beyond a double: what C computes
+                return sp.oo if value > 0 else -sp.oo
             return value
+        if value.is_number and sp.im(value) != 0:  # acos(2): complex once evaluated
+            return sp.nan
     return e
+
+
+def _odd(b: float) -> bool:
+    return b == int(b) and int(b) % 2 == 1
+
+
+# Functions of literal numbers whose exact value can outgrow a double by far: the
+# double function (OverflowError past the largest double) and the sign of the
+# infinity C gets then. sympy would compute exp(exp(exp(...))), 10^(10^10) or
+# factorial(10^9) exactly or to 40 digits, which takes hours.
+_IN_DOUBLES = {
+    sp.Pow: (math.pow, lambda a, b: -1 if a < 0 and _odd(b) else 1),
+    sp.exp: (math.exp, lambda a: 1),
+    sp.factorial: (lambda n: math.gamma(n + 1), lambda n: 1),
+    sp.sinh: (math.sinh, lambda a: -1 if a < 0 else 1),
+    sp.cosh: (math.cosh, lambda a: 1),
+}
+
+
+def _overflowing(f, *args) -> sp.Expr | None:
+    """±oo where f of these literal numbers overflows a double, as the double
+    arithmetic SBML prescribes gives; None otherwise (f is then built as usual)."""
+    if f not in _IN_DOUBLES or not all(a.is_number and a.is_extended_real and a.is_finite
+                                       for a in args):
+        return None
+    function, sign = _IN_DOUBLES[f]
+    try:
+        values = [float(a) for a in args]
+        function(*values)
+    except OverflowError:
+        return sp.oo if sign(*values) > 0 else -sp.oo
+    except (ValueError, ZeroDivisionError, TypeError):
+        pass
+    return None
 
 
 def _compare(rel, a, b):
@@ -149,13 +195,42 @@ def _trunc(x: sp.Expr) -> sp.Expr:
     return sp.sign(x) * sp.floor(sp.Abs(x))
 
 
+_ASSOCIATIVE = (libsbml.AST_PLUS, libsbml.AST_TIMES, libsbml.AST_LOGICAL_AND, libsbml.AST_LOGICAL_OR)
+
+
+def _operands(node: libsbml.ASTNode) -> list[libsbml.ASTNode]:
+    """The operands of an associative operator, nested applications of the same
+    operator merged, without recursion: libsbml reads an n-ary <plus/> as a chain of
+    binary nodes, so a flat sum of a few hundred terms is as deep as it is long."""
+    t = node.getType()
+    out, todo = [], [node]
+    while todo:
+        n = todo.pop()
+        if n.getType() == t and (n is node or n.getNumChildren() >= 2):
+            todo.extend(n.getChild(i) for i in reversed(range(n.getNumChildren())))
+        else:
+            out.append(n)
+    return out
+
+
+def _rem(a: sp.Expr, b: sp.Expr) -> sp.Expr:
+    """rem(a, b) = a - b*trunc(a/b), C's fmod. A literal 0 divisor gives NaN (fmod's
+    value): written out, sympy would fold 0*trunc(a/0) to 0 and return a."""
+    if b.is_zero:
+        return sp.nan
+    return a - b * _trunc(a / b)
+
+
 class MathConverter:
     def __init__(self, ctx: MathContext):
         self.ctx = ctx
 
     def convert(self, node: libsbml.ASTNode) -> sp.Basic:
         t = node.getType()
-        kids = [node.getChild(i) for i in range(node.getNumChildren())]
+        if t in _ASSOCIATIVE:
+            kids = _operands(node)
+        else:
+            kids = [node.getChild(i) for i in range(node.getNumChildren())]
 
         # numbers and constants
         if t == libsbml.AST_INTEGER:
@@ -197,7 +272,7 @@ class MathConverter:
             return num(kids[0]) / num(kids[1])
         if t in (libsbml.AST_POWER, libsbml.AST_FUNCTION_POWER):
             self._arity(node, kids, 2)
-            return _numeric(sp.Pow(num(kids[0]), num(kids[1])))
+            return self._apply(sp.Pow, num(kids[0]), num(kids[1]))
         if t == libsbml.AST_FUNCTION_ROOT:
             if len(kids) == 1:
                 return _numeric(sp.sqrt(num(kids[0])))
@@ -210,7 +285,7 @@ class MathConverter:
             return _numeric(sp.log(num(kids[1]), num(kids[0])))
         if t in _UNARY:
             self._arity(node, kids, 1)
-            return _numeric(_UNARY[t](num(kids[0])))
+            return self._apply(_UNARY[t], num(kids[0]))
         if t == libsbml.AST_FUNCTION_MAX:
             return sp.Max(*[num(k) for k in kids]) if kids else -sp.oo
         if t == libsbml.AST_FUNCTION_MIN:
@@ -220,8 +295,7 @@ class MathConverter:
             return sp.floor(num(kids[0]) / num(kids[1]))
         if t == libsbml.AST_FUNCTION_REM:
             self._arity(node, kids, 2)
-            a, b = num(kids[0]), num(kids[1])
-            return a - b * _trunc(a / b)
+            return _rem(num(kids[0]), num(kids[1]))
 
         # logic
         if t == libsbml.AST_LOGICAL_AND:
@@ -257,6 +331,12 @@ class MathConverter:
             raise self.ctx.unsupported("lambda outside a function definition")
         name = node.getName() or libsbml.formulaToL3String(node) or f"AST type {t}"
         raise self.ctx.unsupported(f"MathML element '{name}'")
+
+    @staticmethod
+    def _apply(f, *args) -> sp.Expr:
+        """f(*args), folded to a number (or ±oo) where the args are numbers."""
+        overflow = _overflowing(f, *args)
+        return overflow if overflow is not None else _numeric(f(*args))
 
     def _arity(self, node, kids, n):
         if len(kids) != n:

@@ -14,6 +14,7 @@ from pathlib import Path
 import libsbml
 
 from ..errors import SBMLImportError, SBMLProblem
+from .guard import check_model_path, scan_file, scan_text
 
 _SEVERITY = {
     libsbml.LIBSBML_SEV_INFO: "info",
@@ -41,6 +42,11 @@ def _looks_like_xml(text: str) -> bool:
     return text.lstrip().startswith("<")
 
 
+def _head(path: Path) -> bytes:
+    with open(path, "rb") as f:
+        return f.read(4096)
+
+
 def read_document(source) -> tuple[libsbml.SBMLDocument, str, str | None]:
     """(document, a name for messages, the directory external files are relative to)."""
     if isinstance(source, libsbml.SBMLDocument):
@@ -49,22 +55,21 @@ def read_document(source) -> tuple[libsbml.SBMLDocument, str, str | None]:
         source = source.decode("utf-8", errors="replace")
     if isinstance(source, os.PathLike) or (isinstance(source, str) and not _looks_like_xml(source)):
         path = Path(source)
-        if not path.exists():
-            raise SBMLImportError(str(path), "no such file")
-        if path.is_dir():
-            raise SBMLImportError(str(path), "is a directory, not an SBML file")
+        check_model_path(path)  # before anything reads it: a pipe or a device never ends
         try:
-            head = path.read_bytes()[:4096]
+            head = _head(path)
         except OSError as exc:
             raise SBMLImportError(str(path), f"cannot read: {exc.strerror}") from None
         if not head.strip():
             raise SBMLImportError(str(path), "the file is empty")
+        scan_file(path, str(path))
         reader = libsbml.SBMLReader()
         doc = reader.readSBMLFromFile(str(path))
         name, base = str(path), str(path.resolve().parent)
     elif isinstance(source, str):
         if not source.strip():
             raise SBMLImportError("<string>", "the SBML string is empty")
+        scan_text(source, "<string>")
         doc = libsbml.readSBMLFromString(source)
         name, base = "<string>", None
     else:
