@@ -107,6 +107,37 @@ def draws_in_continuous_math(network: Network) -> tuple[str, ...]:
                                if has_draw(e)))
 
 
+#: why an integrating backend refuses what draws_evaluated_continuously lists
+CONTINUOUS_DRAW = ("distrib draw in a rate, rule, trigger, delay or priority (a new random "
+                   "number at every evaluation has no meaning for an integrator; draw in an "
+                   "initial assignment or an event assignment)")
+
+
+def draws_evaluated_continuously(network: Network) -> tuple[str, ...]:
+    """The elements whose distrib draws a simulation would evaluate continuously: in
+    the math itself (draws_in_continuous_math), or brought into the rates, rules or
+    triggers by the ODE view (an initial assignment of a constant parameter that it
+    substitutes where the parameter is read). Draws in initial values and event
+    assignments are evaluated at one instant; those are not listed. For a model the
+    ODE view cannot build, only the math itself is looked at (the view's own
+    refusal comes first)."""
+    drawn = draws_in_continuous_math(network)
+    if drawn or not _using(network, has_draw):
+        return drawn
+    from .errors import UnsupportedModelError
+    from .views.ode import ode_system
+
+    try:
+        ode = ode_system(network)
+    except UnsupportedModelError:
+        return ()
+    return tuple(dict.fromkeys(
+        [sid for sid, f in zip(ode.state_ids, ode.rhs) if has_draw(f)]
+        + [sid for sid, e in ode.values.items() if has_draw(e)]
+        + [e.id for e in ode.events
+           if any(has_draw(part) for part in (e.trigger, e.priority, e.delay))]))
+
+
 def delay_users(network: Network) -> tuple[str, ...]:
     """The elements whose math calls delay() (event priorities and delays included),
     each once, in document order."""
@@ -216,4 +247,4 @@ def unsupported(network: Network, refused: Iterable[str]) -> list[tuple[str, tup
 
 
 __all__ = ["FEATURES", "network_features", "unsupported", "math_by_element", "delay_users",
-           "draws_in_continuous_math"]
+           "draws_in_continuous_math", "draws_evaluated_continuously", "CONTINUOUS_DRAW"]
