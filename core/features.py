@@ -108,16 +108,18 @@ def draws_in_continuous_math(network: Network) -> tuple[str, ...]:
 
 
 #: why an integrating backend refuses what draws_evaluated_continuously lists
-CONTINUOUS_DRAW = ("distrib draw in a rate, rule, trigger, delay or priority (a new random "
-                   "number at every evaluation has no meaning for an integrator; draw in an "
-                   "initial assignment or an event assignment)")
+CONTINUOUS_DRAW = ("distrib draw evaluated continuously: in a rate, rule, trigger, delay or "
+                   "priority, or the initial assignment of a value that nothing changes, which "
+                   "is read wherever it is used (a new random number at every evaluation has "
+                   "no meaning for an integrator; draw in an initial or event assignment of a "
+                   "variable that a reaction, rule or event changes)")
 
 
 def draws_evaluated_continuously(network: Network) -> tuple[str, ...]:
     """The elements whose distrib draws a simulation would evaluate continuously: in
     the math itself (draws_in_continuous_math), or brought into the rates, rules or
-    triggers by the ODE view (an initial assignment of a constant parameter that it
-    substitutes where the parameter is read). Draws in initial values and event
+    triggers by the ODE view (the initial assignment of an id that nothing changes,
+    which the view substitutes wherever the id is read). Draws in initial values and event
     assignments are evaluated at one instant; those are not listed. For a model the
     ODE view cannot build, only the math itself is looked at (the view's own
     refusal comes first)."""

@@ -204,7 +204,8 @@ class OdeProgram(Program):
             "options": asdict(o), **self.last_run}
         return TimeCourseResult(times=times, ids=outputs, data=outcome.data,
                                 status=outcome.status, summary=outcome.summary,
-                                metadata=metadata)
+                                metadata=metadata,
+                                messages=_failure_messages(model, outcome.status))
 
     # -- helpers ----------------------------------------------------------------
     def _method(self, model: KernelModel, table: np.ndarray, times: np.ndarray):
@@ -252,3 +253,20 @@ def _table(params: dict, varied: tuple[str, ...], n: int) -> np.ndarray:
                                             f"{n} members")
         table[j] = column
     return table
+
+
+#: what a failed member of a model that draws may have met (the kernel returns a
+#: status code only; `failed` comes from events or from a draw)
+DRAW_FAILURE = ("failed: a distrib draw had arguments outside its distribution's domain "
+                "(e.g. sd <= 0, lower bound >= upper bound) or a truncation range too "
+                "improbable to hit, or the events failed (too many pending instances, a "
+                "negative delay, events triggering each other without end)")
+
+
+def _failure_messages(model: KernelModel, status) -> dict[int, str]:
+    """Messages for the members whose status is `failed`, where the model draws."""
+    if not model.draws or status is None:
+        return {}
+    from sbmlgpu.results import Status
+
+    return {int(i): DRAW_FAILURE for i in np.flatnonzero(np.asarray(status) == int(Status.failed))}

@@ -126,9 +126,11 @@ def unsupported(network: Network) -> list[tuple[str, tuple[str, ...]]]:
             out.append((reason, present[feature]))
     drawn = draws_evaluated_continuously(network)
     if drawn:
-        out.append(("distrib draw in a propensity, rule or trigger (a new random number at "
-                    "every evaluation is no jump process; draw in an initial assignment or "
-                    "an event assignment)", drawn))
+        out.append(("distrib draw evaluated continuously: in a propensity, rule or "
+                    "trigger, or the initial assignment of a value that nothing changes, "
+                    "which is read wherever it is used (a new random number at every "
+                    "evaluation is no jump process; draw in an initial or event assignment "
+                    "of a variable that a reaction, rule or event changes)", drawn))
     changed = {sr.species for r in network.reactions for sr in (*r.reactants, *r.products)}
     converted = [s for s in sorted(changed) if s in network.species_by_id
                  and network.species_conversion_factor(s) is not None]
