@@ -23,8 +23,10 @@ ensemble mean and sd (on the GPU they are accumulated there), never the n
 trajectories. Two kinds of column need every run's values instead (then the run
 keeps them): a statistic of ln(X) (`ln(X)-mean`, `ln(X)-sd`: the lognormal cases
 00056 and 00064), computed from the logs of the runs; and a `-mean` column without
-its `-sd` (the Cauchy cases 00048, 00049, 00059: the law has no mean, and the
-cases' notes say the column holds the median), checked by the sign test (sign_test).
+its `-sd` (the Cauchy cases): for an untruncated Cauchy (00048, 00049) the law has
+no mean and the notes say the column holds its location, its median, checked by the
+sign test (without_mean, sign_test); for a truncated one (00059) it is the mean,
+checked by Z with the runs' own sd.
 
 A model without reactions is deterministic between its distrib draws, so the
 reference (and any backend that integrates) samples it exactly, each member with
@@ -36,7 +38,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import sympy as sp
 
+from ..sbml.distrib import Cauchy, draws_in
 from .cases import Case, CaseError, Settings
 from .compare import Worst
 from .outcome import Outcome
@@ -53,14 +57,13 @@ class Statistic:
     variable: str  # the settings' variable it is a statistic of
     log: bool  # of ln(variable) (the lognormal cases 00056, 00064)
     mu: np.ndarray
-    sigma: np.ndarray | None  # None: a mean column alone, which holds the median
+    sigma: np.ndarray | None  # None: a mean column alone (see run_stochastic)
 
 
 def expected_statistics(case: Case, settings: Settings):
     """(times, [Statistic]) from the case's results file: for every variable X its
     `X-mean` / `X-sd` columns, or those of ln(X); a `-mean` column may come alone
-    when the settings' `output:` does not ask for its `-sd` (a median, see
-    sign_test)."""
+    when the settings' `output:` does not ask for its `-sd` (see run_stochastic)."""
     times, columns = case.expected()
     out = []
     for v in settings.variables:
@@ -93,12 +96,28 @@ def _log_values(values: np.ndarray, mu, sigma) -> np.ndarray:
     return np.where(deterministic[None, :], np.asarray(mu)[None, :], logs)
 
 
+def without_mean(network, variable: str) -> bool:
+    """Whether `variable` takes its values from a law without a mean: an untruncated
+    distrib cauchy() in its initial or event assignments (00048, 00049). Then a
+    `-mean` column holds the law's location, which is its median (the cases' notes
+    say so); any other `-mean` column without `-sd` is a mean (00059: a truncated
+    Cauchy has one). CaseError for a Cauchy cut on one side only: no mean, and its
+    median is not its location, so no statistic is defined."""
+    exprs = [a.math for a in network.initial_assignments if a.variable == variable]
+    exprs += [a.math for e in network.events for a in e.assignments if a.variable == variable]
+    cauchy = [d for e in exprs for d in draws_in(e) if isinstance(d, Cauchy)]
+    infinite = [sum(1 for b in d.bounds if b in (sp.oo, -sp.oo)) for d in cauchy]
+    if any(k == 1 for k in infinite):
+        raise CaseError(f"{variable}: a Cauchy draw cut on one side has no mean and no "
+                        f"defined statistic for a -mean column")
+    return any(k == 2 for k in infinite)
+
+
 def sign_test(values: np.ndarray, median, mean_range=(-3.0, 3.0)):
-    """(bad, score) per point for a mean column without sd: the law has no mean (the
-    Cauchy cases 00048, 00049, 00059, whose notes say the column holds the median),
-    so the median is tested, distribution-free: the runs above it minus those below,
-    over the square root of their number, is Z ~ N(0, 1) when it is the median
-    (the sign test). Where every run equals it exactly the point is exact and passes."""
+    """(bad, score, Z) per point for a column holding a law's median (without_mean):
+    the runs above it minus those below, over the square root of their number, is
+    N(0, 1) when it is the median (the sign test, distribution-free). Where every run
+    equals it exactly the point is exact and passes."""
     values = np.asarray(values, float)  # (runs, points)
     above = np.count_nonzero(values > median, axis=0)
     below = np.count_nonzero(values < median, axis=0)
@@ -159,7 +178,7 @@ def run_stochastic(case: Case, settings: Settings, backend: str | None, *, runs:
     if not expected:
         raise CaseError(f"{case.settings_path}: 'variables:' names nothing to compare")
     names = case_outputs(network, settings)
-    # a transformed or median statistic needs every run's values; the others come
+    # a transformed statistic, or a mean without sd, needs every run's values; the others come
     # from the backend's summary (on the GPU accumulated there)
     per_run = any(st.log or st.sigma is None for st in expected)
     result = run(network, backend=backend, times=times, outputs=list(names.values()), n=runs,
@@ -188,9 +207,13 @@ def run_stochastic(case: Case, settings: Settings, backend: str | None, *, runs:
             stats = result.summary_of(names[st.variable])
             mean, sd = np.asarray(stats["mean"], float), np.asarray(stats["sd"], float)
         if sigma is None:
-            bad_z, score, z_all = sign_test(values, mu, mean_range)
+            if without_mean(network, st.variable):
+                bad_z, score, z_all = sign_test(values, mu, mean_range)
+                mean = np.median(values, axis=0)  # what the worst point reports
+            else:  # a mean whose sd the file omits: Z with the runs' own sd
+                bad_z, _, score = check_points(mean, sd, mu, sd, n_used, mean_range, sd_range)
+                z_all, _ = z_and_y(mean, sd, mu, sd, n_used)
             bad_y = np.zeros_like(bad_z)
-            mean = np.median(values, axis=0)  # what the worst point reports
         else:
             bad_z, bad_y, score = check_points(mean, sd, mu, sigma, n_used, mean_range, sd_range)
         misses_z += int(bad_z.sum())
@@ -209,7 +232,7 @@ def run_stochastic(case: Case, settings: Settings, backend: str | None, *, runs:
         return Outcome(case.number, "pass", worst=worst)
     z, y = worst_zy
     detail = ("expected exactly this value with sd 0" if np.isnan(z)
-              else f"median; sign test Z {z:+.2f}" if np.isnan(y)
+              else f"no sd in the file: Z {z:+.2f}" if np.isnan(y)
               else f"Z {z:+.2f}, Y {y:+.2f}")
     return Outcome(case.number, "fail", worst=worst,
                    message=f"{misses_z} Z and {misses_y} Y check(s) outside {mean_range} / "
