@@ -9,9 +9,10 @@ so a member's numbers do not depend on the ensemble's size or order.
 These streams are NOT the kernels' (distrib.cuh draws from sbmlgpu's own Philox
 counters with its own samplers): the reference and the ssa/ode backends give the
 same distributions, not the same numbers. The reference draws with numpy's own
-methods; a truncated draw is rejection from the full distribution, and where that
-misses MAX_TRIES times (a range of little probability) the inverse CDF on the range
-(scipy.stats), from the tail nearer the range so that nothing cancels.
+methods; a truncated draw is rejection from the full distribution where the range
+holds at least MIN_MASS of it, else (or after MAX_TRIES misses) the inverse CDF on
+the range (scipy.stats; truncnorm for the normal and lognormal), from the tail
+nearer the range so that nothing cancels.
 
 Invalid arguments (sd <= 0, lower >= upper, p outside [0, 1], ...) raise
 InvalidDraw, which the time loop turns into a failed member naming the draw.
@@ -24,6 +25,8 @@ import math
 import numpy as np
 
 MAX_TRIES = 1000
+#: a truncation range less probable than this goes straight to the inverse CDF
+MIN_MASS = 0.05
 _MASK64 = (1 << 64) - 1
 
 
@@ -118,6 +121,18 @@ def _check(name: str, p, lo: float, hi: float) -> None:
 
 
 def _inverse_cdf(rng: np.random.Generator, name: str, p, lo: float, hi: float) -> float:
+    if name in ("normal", "lognormal"):  # scipy's truncnorm: exact beyond double's cdf
+        from scipy import stats
+
+        if name == "lognormal":
+            lo = math.log(lo) if lo > 0 else -math.inf
+            hi = math.log(hi) if hi > 0 else -math.inf
+        a, b = (lo - p[0]) / p[1], (hi - p[0]) / p[1]
+        if not a < b:
+            raise InvalidDraw(f"distrib draw {name}: the truncation range has no probability")
+        z = float(stats.truncnorm(a, b).ppf(rng.random()))
+        x = p[0] + p[1] * z
+        return math.exp(x) if name == "lognormal" else x
     dist = _scipy(name, p)
     if name in ("poisson", "binomial"):  # inclusive integer bounds
         lo, hi = float(np.ceil(lo)) - 1, float(np.floor(hi))
@@ -131,6 +146,15 @@ def _inverse_cdf(rng: np.random.Generator, name: str, p, lo: float, hi: float) -
     if not above_lo > above_hi:
         raise InvalidDraw(f"distrib draw {name}: the truncation range has no probability")
     return float(dist.isf(above_lo - u * (above_lo - above_hi)))
+
+
+def _mass(name: str, p, lo: float, hi: float) -> float:
+    """The probability of [lo, hi] (inclusive) under the untruncated law."""
+    dist = _scipy(name, p)
+    if name in ("poisson", "binomial"):
+        lo = float(np.ceil(lo)) - 1
+    return float(dist.cdf(hi) - dist.cdf(lo)) if dist.cdf(lo) < 0.5 else \
+        float(dist.sf(lo) - dist.sf(hi))
 
 
 class Draws:
@@ -154,10 +178,11 @@ class Draws:
             return 1.0 if rng.random() < prob else 0.0
         *p, lo, hi = args
         _check(name, p, lo, hi)
-        for _ in range(MAX_TRIES):
-            x = float(_plain(rng, name, p))
-            if lo <= x <= hi:
-                return x
+        if math.isinf(lo) and math.isinf(hi) or _mass(name, p, lo, hi) >= MIN_MASS:
+            for _ in range(MAX_TRIES):
+                x = float(_plain(rng, name, p))
+                if lo <= x <= hi:
+                    return x
         return min(max(_inverse_cdf(rng, name, p, lo, hi), lo), hi)
 
 
