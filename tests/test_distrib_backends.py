@@ -162,6 +162,16 @@ def test_a_drawn_value_that_nothing_changes_is_refused():
         assert refused and refused[0][1] == ("X",), name
 
 
+def test_the_reference_refuses_draws_in_a_model_with_delay():
+    delayed = (f'<listOfRules><rateRule variable="k"><math {MATHML}><apply><csymbol '
+               f'encoding="text" definitionURL="http://www.sbml.org/sbml/symbols/delay"> delay '
+               f'</csymbol><ci> X </ci><cn> 1 </cn></apply></math></rateRule></listOfRules>')
+    net = sbmlgpu.load(document(draw("poisson", 20), reactions=DEATH, rules=delayed,
+                                k_constant=False))
+    refused = backends()["reference"].supports(net)
+    assert refused and "delay()" in refused[0][0] and refused[0][1] == ("X",)
+
+
 def test_backends_that_do_not_draw_refuse_draws_by_name():
     net = sbmlgpu.load(document(draw("poisson", 20), reactions=DEATH))
     for name in ("cme", "dbn", "interval"):
