@@ -12,6 +12,7 @@ from typing import Callable, Iterable, Iterator
 import sympy as sp
 
 from .ir import TIME, Delay, Network, RateOf
+from .sbml.distrib import has_draw
 
 # Every feature name this module can report, in the order `sbmlgpu info` lists them.
 FEATURES = (
@@ -41,6 +42,8 @@ FEATURES = (
     "time",
     "delay()",
     "rateOf",
+    "distrib draws",
+    "distrib draws in continuous math",
 )
 
 
@@ -74,6 +77,67 @@ def math_by_element(network: Network) -> Iterator[tuple[str, sp.Basic]]:
             yield e.id, e.priority
         for a in e.assignments:
             yield e.id, a.math
+
+
+def _continuous_math(network: Network) -> Iterator[tuple[str, sp.Basic]]:
+    """(element id, expression) for the math evaluated continuously or to decide
+    when something happens: rates, stoichiometries, rules, triggers, delays and
+    priorities -- everything but initial assignments and event assignments, the
+    two places where a distrib draw is evaluated at one instant."""
+    for r in network.reactions:
+        if r.rate is not None:
+            yield r.id, r.rate
+        for sr in (*r.reactants, *r.products):
+            yield r.id, sr.stoichiometry
+    for a in (*network.assignment_rules, *network.rate_rules):
+        yield a.variable, a.math
+    for k, a in enumerate(network.algebraic_rules):
+        yield _algebraic_rule_id(network, k), a.math
+    for e in network.events:
+        for part in (e.trigger, e.delay, e.priority):
+            if part is not None:
+                yield e.id, part
+
+
+def draws_in_continuous_math(network: Network) -> tuple[str, ...]:
+    """The elements whose continuously evaluated math draws (distrib): a draw in a
+    rate or a rule would be a new number at every evaluation, which no integrator
+    or jump process gives a meaning to (each in document order, once)."""
+    return tuple(dict.fromkeys(where for where, e in _continuous_math(network)
+                               if has_draw(e)))
+
+
+#: why an integrating backend refuses what draws_evaluated_continuously lists
+CONTINUOUS_DRAW = ("distrib draw evaluated continuously: in a rate, rule, trigger, delay or "
+                   "priority, or the initial assignment of a value that nothing changes, which "
+                   "is read wherever it is used (a new random number at every evaluation has "
+                   "no meaning for an integrator; draw in an initial or event assignment of a "
+                   "variable that a reaction, rule or event changes)")
+
+
+def draws_evaluated_continuously(network: Network) -> tuple[str, ...]:
+    """The elements whose distrib draws a simulation would evaluate continuously: in
+    the math itself (draws_in_continuous_math), or brought into the rates, rules or
+    triggers by the ODE view (the initial assignment of an id that nothing changes,
+    which the view substitutes wherever the id is read). Draws in initial values and event
+    assignments are evaluated at one instant; those are not listed. For a model the
+    ODE view cannot build, only the math itself is looked at (the view's own
+    refusal comes first)."""
+    drawn = draws_in_continuous_math(network)
+    if drawn or not _using(network, has_draw):
+        return drawn
+    from .errors import UnsupportedModelError
+    from .views.ode import ode_system
+
+    try:
+        ode = ode_system(network)
+    except UnsupportedModelError:
+        return ()
+    return tuple(dict.fromkeys(
+        [sid for sid, f in zip(ode.state_ids, ode.rhs) if has_draw(f)]
+        + [sid for sid, e in ode.values.items() if has_draw(e)]
+        + [e.id for e in ode.events
+           if any(has_draw(part) for part in (e.trigger, e.priority, e.delay))]))
 
 
 def delay_users(network: Network) -> tuple[str, ...]:
@@ -167,6 +231,8 @@ def network_features(network: Network) -> dict[str, tuple[str, ...]]:
         "time": _using(network, lambda x: x.has(TIME)),
         "delay()": _using(network, lambda x: x.has(Delay)),
         "rateOf": _using(network, lambda x: x.has(RateOf)),
+        "distrib draws": _using(network, has_draw),
+        "distrib draws in continuous math": draws_in_continuous_math(network),
     }
     return {name: tuple(dict.fromkeys(found[name])) for name in FEATURES if found[name]}
 
@@ -182,4 +248,5 @@ def unsupported(network: Network, refused: Iterable[str]) -> list[tuple[str, tup
     return [(f, present[f]) for f in refused if f in present]
 
 
-__all__ = ["FEATURES", "network_features", "unsupported", "math_by_element", "delay_users"]
+__all__ = ["FEATURES", "network_features", "unsupported", "math_by_element", "delay_users",
+           "draws_in_continuous_math", "draws_evaluated_continuously", "CONTINUOUS_DRAW"]

@@ -218,13 +218,22 @@ def test_assignment_rule_cycle_is_an_error():
         sbmlgpu.load(model("", parameter("a", 1, constant=False) + parameter("b", 1, constant=False), rules=rules))
 
 
-def test_distrib_package_is_refused_by_name():
+def test_a_package_that_changes_the_math_is_refused_by_name():
+    text = SIMPLE.replace(
+        'xmlns="http://www.sbml.org/sbml/level3/version2/core"',
+        'xmlns="http://www.sbml.org/sbml/level3/version2/core" '
+        'xmlns:qual="http://www.sbml.org/sbml/level3/version1/qual/version1" qual:required="true"')
+    with pytest.raises(UnsupportedModelError, match="qual"):
+        sbmlgpu.load(text)
+
+
+def test_the_distrib_package_imports():
+    # its draws are read (tests/test_distrib_backends.py); declaring it changes nothing
     text = SIMPLE.replace(
         'xmlns="http://www.sbml.org/sbml/level3/version2/core"',
         'xmlns="http://www.sbml.org/sbml/level3/version2/core" '
         'xmlns:distrib="http://www.sbml.org/sbml/level3/version1/distrib/version1" distrib:required="true"')
-    with pytest.raises(UnsupportedModelError, match="distrib"):
-        sbmlgpu.load(text)
+    assert sbmlgpu.load(text).reactions == sbmlgpu.load(SIMPLE).reactions
 
 
 # -- the ODE view on imported models ---------------------------------------------------------

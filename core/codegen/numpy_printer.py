@@ -74,6 +74,14 @@ class NumpyPrinter(CudaPrinter):
         a, b = expr.args
         return f"mod({self._print(a)}, {self._print(b)})"
 
+    def _print_Draw(self, expr):
+        """A distrib draw calls `_draw(sbml name, parameters..., lower, upper)`, which
+        the code that runs the function binds in its namespace (the CPU reference:
+        a numpy Generator per member); unbound, the call is a NameError, never a
+        number."""
+        args = ", ".join([repr(expr.sbml_name), *(self._print(a) for a in expr.args[1:])])
+        return f"_draw({args})"
+
     CONDITIONAL = "where({condition}, {a}, {b})"
 
     def _all(self, truths: list[str]) -> str:

@@ -32,6 +32,10 @@ Choices (each one is checked numerically in tests/test_codegen_printer.py):
   prints as NAN: its sign is lost, so either real infinity would be wrong half
   the time, while NAN propagates into a result that is visibly not a number.
   (Build `1/0` unevaluated and it prints as `1.0/0.0`, IEEE +inf.)
+- A distrib draw (sbmlgpu.sbml.distrib.Draw) prints as a call of its sampler in
+  distrib.cuh, `sbmlgpu_draw_normal(sbmlgpu_draws, mean, sd, lower, upper)`, cast to
+  real_t (the samplers compute in double): the kernel that prints one includes
+  distrib.cuh and declares `sbmlgpu_draws` where the draw is evaluated.
 - Mod(a, b) has sympy's (Python's) sign convention, the sign of b, and is
   computed exactly by the helper `sbmlgpu_mod` in common.cuh; so printed code
   needs common.cuh (every kernel includes it).
@@ -313,6 +317,13 @@ class CudaPrinter(C99CodePrinter):
             inner = f"{self.literal(1)}/{self.parenthesize(arg, PRECEDENCE['Mul'], strict=True)}"
             return f"{self.function(_INVERSE_RECIPROCAL[name])}({inner})"
         raise CodegenError(_construct_name(expr))
+
+    #: the C name of the pointer to the draw stream (distrib.cuh) in printed draws
+    DRAWS = "sbmlgpu_draws"
+
+    def _print_Draw(self, expr):
+        args = ", ".join([self.DRAWS, *(self._print(a) for a in expr.args[1:])])
+        return f"(({self.real_type})sbmlgpu_draw_{expr.sbml_name}({args}))"
 
     def _print_log(self, expr):
         if len(expr.args) == 2:  # log(x, b), if built unevaluated

@@ -293,6 +293,7 @@ def kernel_context(model: KernelModel, method: str, precision: str = "double", *
         body=body, events=events, uses=uses, uses_eqz=any(rel >= 4 for _, rel in uses),
         rhs_has_time=model.rhs_depends_on_time, lu_static=max(nx, 1) <= LU_STATIC_MAX,
         fd_jacobian=jac_mode == "fd", block_size=block_size, needs_rng=needs_rng,
+        draws=model.draws,
         sparse_lu=plan is not None, nnz=plan.nnz if plan else 0,
         diag_entries=[plan.index[(k, k)] for k in range(plan.n)] if plan else [],
         lu_code=sparse_lu.lu_code(plan) if plan else "",

@@ -23,6 +23,7 @@ import sympy as sp
 
 from ..errors import OptionError
 from ..ir import TIME
+from ..sbml.distrib import has_draw
 from ..views.ode import OdeSystem
 from .atoms import AtomTable, AtomUse
 from .parameters import ParameterSpecialisation
@@ -87,6 +88,13 @@ class KernelModel:
     @cached_property
     def x0(self) -> tuple[sp.Expr, ...]:
         return tuple(self.specialise(e) for e in self.ode.x0)
+
+    @property
+    def draws(self) -> bool:
+        """Whether initial values or event assignments draw (SBML distrib): the kernel
+        then keeps a draw stream per member (distrib.cuh)."""
+        return any(has_draw(e) for e in self.x0) or any(
+            has_draw(v) for e in self.events for v in e.values)
 
     @cached_property
     def output_exprs(self) -> tuple[sp.Expr, ...]:

@@ -12,7 +12,8 @@ The fast path is the common one and costs nothing extra.
 Generated functions take `(t, x, p)` (time, state vector, parameter vector) and
 some take `b`, the truth values of a trigger's relational atoms. Symbols are
 renamed to plain identifiers before printing (SBML ids never reach the source).
-delay(e, d) becomes `_delay(k, t - d, t, x)`; the caller supplies `_delay`.
+delay(e, d) becomes `_delay(k, t - d, t, x)`; the caller supplies `_delay`. A distrib
+draw becomes `_draw(name, args...)`; the caller supplies `_draw` (draws.py).
 """
 
 from __future__ import annotations
@@ -185,6 +186,15 @@ def generate(name: str, exprs: Sequence[sp.Basic], names: SymbolNames, *, where:
 
 def bind_delay(functions: Sequence[CompiledFunction], delay: Callable) -> None:
     """Give generated functions the `_delay` they call (both namespaces)."""
+    _bind(functions, "_delay", delay)
+
+
+def bind_draws(functions: Sequence[CompiledFunction], draw: Callable) -> None:
+    """Give generated functions the `_draw` their distrib draws call (draws.py)."""
+    _bind(functions, "_draw", draw)
+
+
+def _bind(functions: Sequence[CompiledFunction], name: str, value: Callable) -> None:
     for f in functions:
-        f.fast.__globals__["_delay"] = delay
-        f.safe.__globals__["_delay"] = delay
+        f.fast.__globals__[name] = value
+        f.safe.__globals__[name] = value

@@ -19,7 +19,8 @@ from ..ir import TIME, Delay, Network, RateOf
 from ..views.ode import OdeSystem, ode_system
 from . import fast
 from ..ode.atoms import AtomTable, AtomUse
-from .codegen import CompiledFunction, DelayCall, SymbolNames, bind_delay, generate
+from .codegen import (CompiledFunction, DelayCall, SymbolNames, bind_delay, bind_draws,
+                      generate)
 
 
 @dataclass
@@ -146,6 +147,10 @@ class CompiledModel:
 
     def bind_delay(self, delay: Callable) -> None:
         bind_delay(self._functions, delay)
+
+    def bind_draws(self, draw: Callable) -> None:
+        """The `_draw` of this run's distrib draws (draws.Draws)."""
+        bind_draws(self._functions, draw)
 
     def jacobian(self, t: float, x: np.ndarray, p: np.ndarray) -> np.ndarray:
         """df/dx at (t, x, p). The analytic one is compiled on demand: at once for a

@@ -26,6 +26,7 @@ from ..ir import Network
 from ..views.ode import OdeSystem
 from . import trajectory as tr
 from . import fast
+from .draws import Draws, InvalidDraw
 from ..ode.atoms import EQ, NAN_SIGN, NE, sign_class, sign_classes, truths
 from .events import EventError, EventQueue
 from .history import History
@@ -80,7 +81,7 @@ def simulate(model: Network | OdeSystem | CompiledModel, times, *,
              parameters: dict[str, float] | None = None, rtol: float = 1e-8,
              atol: float = 1e-10, max_step: float | None = None, method: str = "LSODA",
              seed: int = 0, max_stops: int = 1_000_000,
-             max_steps: int = 100_000) -> Trajectory:
+             max_steps: int = 100_000, member: int = 0) -> Trajectory:
     """Simulate from times[0] to times[-1]; the state at every output time.
 
     `model`: a Network, its OdeSystem, or a CompiledModel (`compile_model`; reuse
@@ -88,7 +89,8 @@ def simulate(model: Network | OdeSystem | CompiledModel, times, *,
     {SBML id: value} overriding the nominal values (initial values computed from
     them follow). `method`: one of LSODA (default; stiff/non-stiff switching),
     BDF, Radau (implicit), RK45, DOP853, RK23 (explicit). `seed`: the order of
-    simultaneous events with equal priority. `max_steps`: integrator steps allowed
+    simultaneous events with equal priority, and with `member` (the ensemble member's
+    index) the stream of distrib draws (draws.py). `max_steps`: integrator steps allowed
     between two output times; `max_stops`: event and switch instants allowed in
     all. Integration failures do not raise:
     they come back as `status` and `message` with the rows not reached left NaN."""
@@ -109,6 +111,7 @@ def simulate(model: Network | OdeSystem | CompiledModel, times, *,
         raise OptionError("times", "output times must be finite and non-decreasing")
     cm = model if isinstance(model, CompiledModel) else compile_model(model)
     p = cm.parameter_vector(parameters)
+    cm.bind_draws(Draws(seed, member))
     return _Run(cm, p, times, rtol, atol, max_step, method, seed, max_stops,
                 max_steps).execute()
 
@@ -257,8 +260,9 @@ class _Run:
         cm = self.cm
         status, message = tr.OK, ""
         t = self.t0
-        x = np.asarray(cm.x0(t, np.zeros(self.n), self.p), dtype=float).reshape(self.n)
+        x = np.full(self.n, np.nan)
         try:
+            x = np.asarray(cm.x0(t, np.zeros(self.n), self.p), dtype=float).reshape(self.n)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)
                 x = self._instant(t, x)
@@ -309,6 +313,8 @@ class _Run:
                        f"rates switch back and forth, or it needs more steps (max_steps)")
         except EventError as exc:
             status, message = tr.EVENT_ERROR, str(exc)
+        except InvalidDraw as exc:
+            status, message = tr.INVALID_DRAW, f"{exc} (at t = {t!r})"
         return Trajectory(times=self.times.copy(), x=self.X, p=self.p.copy(), status=status,
                           message=message, state_ids=cm.ode.state_ids,
                           events=list(self.queue.executed), n_reached=self.k,

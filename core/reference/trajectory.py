@@ -14,6 +14,7 @@ MAX_STEPS = "max_steps"  # more integrator steps between two outputs than allowe
 TOO_MANY_EVENTS = "too_many_events"
 EVENT_ERROR = "event_error"  # e.g. a negative event delay
 NONFINITE = "nonfinite_state"
+INVALID_DRAW = "invalid_draw"  # a distrib draw with arguments outside its domain
 
 
 @dataclass

@@ -13,9 +13,9 @@ from .read import problems
 
 # Packages whose content changes the math of a model and that we do not handle.
 # (layout, render, groups only annotate; fbc's flux bounds do not enter time courses;
-# comp is flattened below.)
+# comp is flattened below; distrib's draws in the math are read by math.py and
+# distrib.py; its uncertainty annotations on elements do not change the math.)
 UNSUPPORTED_PACKAGES = {
-    "distrib": "random draws from distributions (distrib)",
     "multi": "multistate species (multi)",
     "spatial": "spatial geometry (spatial)",
     "qual": "qualitative models (qual)",

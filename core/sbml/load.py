@@ -19,7 +19,7 @@ def load(source, *, validate: bool = True) -> Network:
 
     Raises SBMLImportError when the input is not valid SBML (with libsbml's
     messages and line numbers) and UnsupportedModelError for valid SBML that the
-    importer cannot represent (e.g. the distrib package). The document passed in
+    importer cannot represent (e.g. the multi package). The document passed in
     is not modified: conversions run on a copy."""
     doc, name, _ = read_document(source)
     if isinstance(source, libsbml.SBMLDocument):

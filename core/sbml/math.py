@@ -21,6 +21,7 @@ from sympy.logic.boolalg import Boolean, BooleanAtom, BooleanFunction
 
 from ..errors import UnsupportedModelError
 from ..ir import AVOGADRO_VALUE, TIME, Delay, RateOf, sym
+from .distrib import DRAWS, URL_PREFIX, make_draw
 
 
 class MathContext:
@@ -221,6 +222,20 @@ def _rem(a: sp.Expr, b: sp.Expr) -> sp.Expr:
     return a - b * _trunc(a / b)
 
 
+def _distrib_name(node: libsbml.ASTNode) -> str | None:
+    """The distrib csymbol a node calls (libsbml types them when the package is
+    enabled; otherwise its definitionURL says), or None."""
+    url = node.getDefinitionURLString() if node.getType() in _DISTRIB_TYPES or \
+        node.getType() == libsbml.AST_FUNCTION else ""
+    if url.startswith(URL_PREFIX) and url[len(URL_PREFIX):] in DRAWS:
+        return url[len(URL_PREFIX):]
+    return _DISTRIB_TYPES.get(node.getType())
+
+
+_DISTRIB_TYPES = {getattr(libsbml, f"AST_DISTRIB_FUNCTION_{name.upper()}"): name
+                  for name in DRAWS if hasattr(libsbml, f"AST_DISTRIB_FUNCTION_{name.upper()}")}
+
+
 class MathConverter:
     def __init__(self, ctx: MathContext):
         self.ctx = ctx
@@ -324,6 +339,10 @@ class MathConverter:
             if kids[0].getType() != libsbml.AST_NAME:
                 raise self.ctx.unsupported("rateOf of an expression (SBML allows only an identifier)")
             return RateOf(sym(kids[0].getName()))
+
+        name = _distrib_name(node)
+        if name is not None:
+            return make_draw(name, [num(k) for k in kids], self.ctx.where)
 
         if t == libsbml.AST_FUNCTION:
             raise self.ctx.unsupported(f"call of undefined function '{node.getName()}'")

@@ -61,6 +61,7 @@ _REFUSED_FEATURES = {
                               "jump)",
     "conversion factors": "conversion factor (a firing must change counts by whole "
                           "numbers)",
+    "distrib draws": "distrib draw (random initial values are not a fixed initial state)",
 }
 
 

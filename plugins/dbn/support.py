@@ -11,9 +11,13 @@ own previous bin (docs/dbn.md).
 
 from __future__ import annotations
 
+from sbmlgpu.features import network_features
 from sbmlgpu.ir import Network
 from sbmlgpu.views import ode as ode_view
 
 
 def unsupported(network: Network) -> list[tuple[str, tuple[str, ...]]]:
+    drawn = network_features(network).get("distrib draws")
+    if drawn:
+        return [("distrib draw (not implemented in the dbn backend's kernels)", drawn)]
     return ode_view.unsupported_without_history(network, "a trajectory's history is not kept")

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 from sbmlgpu.codegen.taylor import Dag, TaylorError
+from sbmlgpu.features import network_features
 from sbmlgpu.ir import Network, TIME
 from sbmlgpu.views import ode as ode_view
 
@@ -21,6 +22,10 @@ def unsupported(network: Network) -> list[tuple[str, tuple[str, ...]]]:
     if missing:
         return missing
     out = []
+    drawn = network_features(network).get("distrib draws")
+    if drawn:
+        out.append(("distrib draw (an enclosure needs a set of initial values, not a "
+                    "random one)", drawn))
     if network.events:
         out.append(("event (enclosures through discontinuities are not computed)",
                     tuple(e.id or f"event_{i + 1}" for i, e in enumerate(network.events))))

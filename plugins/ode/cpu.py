@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from sbmlgpu.errors import SimulationError
+from sbmlgpu.errors import SimulationError, UnsupportedModelError
+from sbmlgpu.features import network_features
 from sbmlgpu.ode.codegen import KernelSource
 from sbmlgpu.ode.engines import BatchOutput, HostEngine
 from sbmlgpu.ode.model import KernelModel
@@ -37,6 +38,12 @@ def cpu_engine(source: KernelSource, model: KernelModel, method: str, options: O
         choice = "native" if host_compiler() is not None else "numpy"
     if choice == "native":
         return HostEngine(source, host_kernel(source))
+    if model.draws:
+        raise UnsupportedModelError(
+            {"distrib draw on the numpy CPU engine (its samplers are the kernel's, "
+             "distrib.cuh: use the native engine, which needs a C++ compiler, or a GPU)":
+             tuple(network_features(model.ode.network).get("distrib draws", ()))},
+            who="backend 'ode'")
     return NumpyEngine(model, method, options)
 
 

@@ -14,6 +14,9 @@ from sbmlgpu.results import Status
 
 #: as many messages as a user reads; the status array has every member
 MAX_MESSAGES = 20
+DRAW_FAILED = ("a distrib draw had arguments outside its distribution's domain (e.g. "
+               "sd <= 0, lower bound >= upper bound) or a truncation range too improbable "
+               "to hit")
 EVENTS_FAILED = (
     "an event could not be carried out: events triggered each other without end at one "
     "instant (more than 100,000 executions), more delayed event instances were pending "
@@ -34,15 +37,16 @@ def _non_finite(times: np.ndarray, rows: np.ndarray | None) -> str:
     return f"a state became NaN or infinite {when}: " + text.split(": ", 1)[-1]
 
 
-def messages(status: np.ndarray, times: np.ndarray, data: np.ndarray | None
-             ) -> dict[int, str]:
+def messages(status: np.ndarray, times: np.ndarray, data: np.ndarray | None, *,
+             draws: bool = False) -> dict[int, str]:
     """{member: message} for the first MAX_MESSAGES failed members; `data` (members,
-    times, outputs) when full time courses were kept, else None."""
+    times, outputs) when full time courses were kept, else None; `draws`: the model
+    has distrib draws, whose invalid arguments also fail a member."""
     out = {}
     for i in np.flatnonzero(np.asarray(status) != Status.ok)[:MAX_MESSAGES]:
         code = int(status[i])
         if code == Status.failed:
-            out[int(i)] = EVENTS_FAILED
+            out[int(i)] = (DRAW_FAILED + "; or " + EVENTS_FAILED) if draws else EVENTS_FAILED
         elif code == Status.non_finite:
             out[int(i)] = _non_finite(times, None if data is None else np.asarray(data[i]))
     return out

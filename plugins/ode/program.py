@@ -206,7 +206,8 @@ class OdeProgram(Program):
                                 status=outcome.status, summary=outcome.summary,
                                 metadata=metadata, messages=failures.messages(
                                     outcome.status, times,
-                                    None if task.summary else outcome.data))
+                                    None if task.summary else outcome.data,
+                                    draws=bool(model.draws)))
 
     # -- helpers ----------------------------------------------------------------
     def _method(self, model: KernelModel, table: np.ndarray, times: np.ndarray):

@@ -5,6 +5,9 @@ Refused, because the kernel cannot do it correctly (yet):
   without rate math, event assignments to variables that are not states, ...);
 - delay(): a delay differential equation needs the trajectory's history, which a
   thread does not keep.
+- a distrib draw in a rate, rule, trigger, delay or priority (a new random number at
+  every evaluation): draws are evaluated in initial values and event assignments,
+  each member from its own stream (distrib.cuh).
 Math the CUDA printer cannot print is not a refusal but a bug in sbmlgpu (every
 function of SBML math that the ODE view leaves should print): `unsupported`
 raises the printer's CodegenError, an InternalError naming the construct and the
@@ -23,6 +26,7 @@ from __future__ import annotations
 import sympy as sp
 
 from sbmlgpu.codegen.printer import CodegenError, CudaPrinter
+from sbmlgpu.features import CONTINUOUS_DRAW, draws_evaluated_continuously
 from sbmlgpu.ir import Network
 from sbmlgpu.views import ode as ode_view
 
@@ -32,6 +36,9 @@ def unsupported(network: Network) -> list[tuple[str, tuple[str, ...]]]:
                                                             "history")
     if missing:
         return missing
+    drawn = draws_evaluated_continuously(network)
+    if drawn:
+        return [(CONTINUOUS_DRAW, drawn)]
     _check_printable(ode_view.ode_system(network))  # only an accepted model must print (delay() itself does not)
     return []
 

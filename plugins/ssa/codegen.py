@@ -156,7 +156,7 @@ def context(exprs: Expressions, variant: Variant) -> dict:
         props={"lines": prop_lines, "exprs": _rows(prop_values, reaction_ids)},
         outputs={"lines": out_lines, "exprs": _rows(out_values, exprs.outputs),
                  "use_time": TIME in output_symbols},
-        deps=deps, stoich_by_state=stoich_by_state, events=events,
+        deps=deps, stoich_by_state=stoich_by_state, events=events, draws=exprs.draws,
         time_events=any(e["time"] for e in events))
 
 

@@ -28,8 +28,9 @@ from .expressions import Expressions
 from .twin import TwinFunctions
 
 # Detail codes, as in kernels/ssa.cu
-WHY_NEGATIVE, WHY_NOT_FINITE, WHY_FIRINGS, WHY_EVENTS = 1, 2, 3, 4
-STATUS_OF_WHY = {0: 0, WHY_NEGATIVE: 4, WHY_NOT_FINITE: 3, WHY_FIRINGS: 1, WHY_EVENTS: 4}
+WHY_NEGATIVE, WHY_NOT_FINITE, WHY_FIRINGS, WHY_EVENTS, WHY_DRAW = 1, 2, 3, 4, 5
+STATUS_OF_WHY = {0: 0, WHY_NEGATIVE: 4, WHY_NOT_FINITE: 3, WHY_FIRINGS: 1, WHY_EVENTS: 4,
+                 WHY_DRAW: 4}
 _MASK32 = np.uint64(0xFFFFFFFF)
 
 
@@ -283,6 +284,6 @@ class _Run:
                     self.why[sub[hit]] = WHY_FIRINGS
                 self.run_events(sub[self.why[sub] == 0])
             active = active[self.why[active] == 0]
-        status = np.array([STATUS_OF_WHY[int(w)] for w in range(5)], np.int8)[self.why]
+        status = np.array([STATUS_OF_WHY[int(w)] for w in range(len(STATUS_OF_WHY))], np.int8)[self.why]
         data = None if self.out is None else np.ascontiguousarray(self.out.transpose(2, 0, 1))
         return EngineOutput(data, status, self.why.copy(), self.firings.copy(), self.counts)

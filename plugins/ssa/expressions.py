@@ -24,6 +24,7 @@ from sbmlgpu.codegen.names import temp_name
 from sbmlgpu.codegen.printer import CudaPrinter, is_boolean
 from sbmlgpu.errors import UnsupportedModelError
 from sbmlgpu.ir import TIME
+from sbmlgpu.sbml.distrib import has_draw
 
 from .model import SsaModel
 
@@ -57,6 +58,15 @@ class Expressions:
     events: tuple[EventMath, ...]
     # the parameters the kernel reads as literals: (SBML id, value), in model order
     literals: tuple[tuple[str, float], ...] = ()
+
+    @property
+    def draws(self) -> bool:
+        """Whether initial values or event assignments draw (distrib): the kernel then
+        includes distrib.cuh and keeps a draw stream per realisation. (Draws anywhere
+        else are refused in supports().)"""
+        return any(has_draw(e) for e in self.x0_block.outputs) or \
+            any(has_draw(e) for _, e in self.x0_block.temporaries) or \
+            any(has_draw(v) for e in self.events for _, v in e.assignments)
 
     @property
     def n_states(self) -> int:

@@ -36,7 +36,7 @@ import sympy as sp
 
 from sbmlgpu import outputs
 from sbmlgpu.errors import UnsupportedModelError
-from sbmlgpu.features import network_features
+from sbmlgpu.features import draws_evaluated_continuously, network_features
 from sbmlgpu.ir import TIME, Network
 from sbmlgpu.views import ode_system, stochastic_system
 from sbmlgpu.views.stochastic import unsupported as stochastic_unsupported
@@ -124,6 +124,13 @@ def unsupported(network: Network) -> list[tuple[str, tuple[str, ...]]]:
     for feature, reason in _REFUSED_FEATURES.items():
         if feature in present:
             out.append((reason, present[feature]))
+    drawn = draws_evaluated_continuously(network)
+    if drawn:
+        out.append(("distrib draw evaluated continuously: in a propensity, rule or "
+                    "trigger, or the initial assignment of a value that nothing changes, "
+                    "which is read wherever it is used (a new random number at every "
+                    "evaluation is no jump process; draw in an initial or event assignment "
+                    "of a variable that a reaction, rule or event changes)", drawn))
     changed = {sr.species for r in network.reactions for sr in (*r.reactants, *r.products)}
     converted = [s for s in sorted(changed) if s in network.species_by_id
                  and network.species_conversion_factor(s) is not None]

@@ -34,6 +34,7 @@ from sbmlgpu.tasks import TimeCourse
 from sbmlgpu.codegen.cost import count_block
 from sbmlgpu.ensemble_summary import OVER_REACHED_SAMPLES, EnsembleStats
 from sbmlgpu.errors import OptionError, UnsupportedModelError
+from sbmlgpu.features import network_features
 from sbmlgpu.results import TimeCourseResult
 from sbmlgpu.schedule.ensemble import (BatchMemory, EnsembleJob, MemberBatch, MemberResults,
                                        Pilot, default_scheduler, run_ensemble)
@@ -54,6 +55,8 @@ WHY_MESSAGES = {
     3: "max-firings was reached before the end time: raise --max-firings or shorten the run",
     4: f"events kept triggering each other at one instant (more than "
        f"{tuning.MAX_EVENT_ROUNDS} firings): check the event triggers and assignments",
+    5: "a distrib draw had arguments outside its distribution's domain (e.g. sd <= 0, "
+       "lower bound >= upper bound), or a truncation range too improbable to hit",
 }
 PILOT_SEED = 0x55A_0_D1CE  # the presimulation's own stream: its order never depends on the run
 _MAX_MESSAGES = 20
@@ -86,6 +89,12 @@ class SsaProgram(Program):
         self.variant = Variant(layout, update, method, options.precision)
         self.order = self._reaction_order() if method == "optimized" else None
         default = prepare(model, (), model.default_outputs(), self.order)
+        if default.draws and self.engine_kind == "numpy":
+            raise UnsupportedModelError(
+                {"distrib draw on the numpy CPU engine (its samplers are the kernel's, "
+                 "distrib.cuh: use the compiled engine, which needs a C++ compiler, or a "
+                 "GPU)": network_features(model.network).get("distrib draws", ())},
+                who="backend 'ssa'")
         text = kernel_source(default, self.variant)
         self.sources = {source_name(default, self.variant, text): text}
         self._engines: dict[tuple, Any] = {}
@@ -102,6 +111,8 @@ class SsaProgram(Program):
         try:
             exprs = prepare(m, (), ())
         except UnsupportedModelError:
+            return None
+        if exprs.draws:  # the numpy twin does not draw (see __init__): the file's order
             return None
         n = tuning.PILOT_REALISATIONS
         pilot = NumpyEngine(exprs, Variant("register", "full", "direct")).run(

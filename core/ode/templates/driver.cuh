@@ -52,8 +52,15 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
     (void)member;
     ode_stepper S;
     real_t t = times[0];
-    model_x0(t, p, S.x);
+{% if draws %}
+    sbmlgpu_draws_t D; /* distrib draws: the member's own stream (distrib.cuh) */
+    sbmlgpu_draws_init(&D, cfg.seed, member);
+{% endif %}
+    model_x0(t, p, S.x ODE_DRAWS(&D));
     int status = ode_all_finite(S.x) ? SBMLGPU_STATUS_OK : SBMLGPU_STATUS_NON_FINITE;
+{% if draws %}
+    if (D.bad) status = SBMLGPU_STATUS_FAILED;  /* a draw with invalid arguments */
+{% endif %}
     long long steps = 0;
     int k = 0;
     while (k < n_times && times[k] <= t) { ode_write(t, S.x, p, sink, k); ++k; }
@@ -95,8 +102,15 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
     ode_stepper S;
     real_t t = times[0];
     const real_t t_end = times[n_times - 1];
-    model_x0(t, p, S.x);
+{% if draws %}
+    sbmlgpu_draws_t D; /* distrib draws: the member's own stream (distrib.cuh) */
+    sbmlgpu_draws_init(&D, cfg.seed, member);
+{% endif %}
+    model_x0(t, p, S.x ODE_DRAWS(&D));
     int status = ode_all_finite(S.x) ? SBMLGPU_STATUS_OK : SBMLGPU_STATUS_NON_FINITE;
+{% if draws %}
+    if (D.bad) status = SBMLGPU_STATUS_FAILED;  /* a draw with invalid arguments */
+{% endif %}
     long long steps = 0;
     int k = 0;
 {% if watch %}
@@ -108,6 +122,9 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
 {% if events %}
     ode_events E;
     ode_events_init(&E, &cfg, member);
+{% if draws %}
+    E.draws = &D;
+{% endif %}
     if (status == SBMLGPU_STATUS_OK) status = ode_instant(&E, &W, t, S.x, p);  /* triggers at t0 */
     if (status == SBMLGPU_STATUS_OK && !ode_all_finite(S.x)) status = SBMLGPU_STATUS_NON_FINITE;
 {% endif %}

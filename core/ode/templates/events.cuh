@@ -80,6 +80,9 @@ typedef struct {
     bool rng_ready;
     unsigned long long seed, member;
 {% endif %}
+{% if draws %}
+    sbmlgpu_draws_t* draws; /* the member's distrib draws (ode_solve's) */
+{% endif %}
 } ode_events;
 
 {% if uvftt %}
@@ -120,11 +123,12 @@ SBMLGPU_HD bool ode_event_persistent(int e)
 {% endif %}
 
 /* the new values of event e at (t, x) into v */
-SBMLGPU_HD void ode_event_values(int e, real_t t, const real_t* x, const real_t* p, real_t* v)
+SBMLGPU_HD void ode_event_values(int e, real_t t, const real_t* x, const real_t* p, real_t* v
+                                 ODE_DRAWS_PARAM)
 {
     switch (e) {
 {% for e in events if e.targets %}
-    case {{ e.index }}: model_event_values_{{ e.index }}(t, x, p, v); break;  /* {{ e.id }} */
+    case {{ e.index }}: model_event_values_{{ e.index }}(t, x, p, v ODE_DRAWS(sbmlgpu_draws)); break;  /* {{ e.id }} */
 {% endfor %}
     default: break;
     }
@@ -234,7 +238,7 @@ SBMLGPU_HD void ode_transitions(ode_events* E, const bool* trig, real_t t, const
 {% if uvftt %}
                 const int offset = ode_value_offset(e);
                 if (offset >= 0)
-                    ode_event_values(e, t, x, p, E->v + offset + slot * ode_event_size(e));
+                    ode_event_values(e, t, x, p, E->v + offset + slot * ode_event_size(e) ODE_DRAWS(E->draws));
 {% endif %}
                 E->count[e] = slot + 1;
             }
@@ -335,10 +339,10 @@ SBMLGPU_HD void ode_execute(ode_events* E, int e, int slot, real_t t, real_t* x,
         for (int q = slot; q + 1 < E->count[e]; ++q)
             for (int k = 0; k < size; ++k) stored[q * size + k] = stored[(q + 1) * size + k];
     } else {
-        ode_event_values(e, t, x, p, v);
+        ode_event_values(e, t, x, p, v ODE_DRAWS(E->draws));
     }
 {% else %}
-    ode_event_values(e, t, x, p, v);
+    ode_event_values(e, t, x, p, v ODE_DRAWS(E->draws));
 {% endif %}
     switch (e) {
 {% for e in events if e.targets %}
@@ -372,6 +376,9 @@ int ode_instant(ode_events* E, ode_watch* W, real_t t, real_t* x, const real_t* 
     ode_transitions(E, trig, t, x, p);
     for (int count = 0;; ++count) {
         if (E->overflow || E->bad_delay) return SBMLGPU_STATUS_FAILED;  /* too many pending instances, or a negative delay */
+{% if draws %}
+        if (E->draws->bad) return SBMLGPU_STATUS_FAILED;  /* a distrib draw with invalid arguments */
+{% endif %}
         int slot;
         const int e = ode_choose(E, t, x, p, &slot);
         if (e < 0) {

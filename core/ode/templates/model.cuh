@@ -5,13 +5,23 @@
   ensemble does not vary are literals. Context: `body` (C statements per function,
   each assignment commented with the SBML id it computes, `(void)` for the
   arguments a function does not use), `events` (one dict per event), `uses`
-  ((atom, relation) per trigger relation).
+  ((atom, relation) per trigger relation), `draws` (whether initial values or event
+  assignments draw from a distribution, SBML distrib: then those functions take the
+  member's draw stream, distrib.cuh, as a last argument; ODE_DRAWS(s) passes it).
 #}
+{% if draws %}
+{% include "distrib.cuh" %}
+#define ODE_DRAWS_PARAM , sbmlgpu_draws_t* sbmlgpu_draws
+#define ODE_DRAWS(state) , (state)
+{% else %}
+#define ODE_DRAWS_PARAM
+#define ODE_DRAWS(state)
+{% endif %}
 /* ---- the model (generated; fixed parameters are literals) ---------------------- */
 
 /* initial state x0(p) at time t (initial assignments follow varied parameters) */
 SBMLGPU_HD void model_x0(const real_t t, const real_t* __restrict__ p,
-                         real_t* __restrict__ x)
+                         real_t* __restrict__ x ODE_DRAWS_PARAM)
 {
 {{ body.x0 }}
 }
@@ -100,7 +110,7 @@ ODE_EVENT_FN void model_triggers(const real_t t, const real_t* __restrict__ x,
 /* event {{ e.id }}: the new values of its {{ e.targets | length }} assignment(s) */
 ODE_EVENT_FN void model_event_values_{{ e.index }}(const real_t t, const real_t* __restrict__ x,
                                                const real_t* __restrict__ p,
-                                               real_t* __restrict__ v)
+                                               real_t* __restrict__ v ODE_DRAWS_PARAM)
 {
 {{ e.values_body }}
 }

@@ -20,9 +20,13 @@
     x0, props, deps, outputs, events, stoich_by_state: rendered C, each value with
                      the SBML id it belongs to (see codegen.py)
     time_events      whether any event fires at a time `time >= T`
+    draws            whether initial values or event assignments draw (SBML distrib):
+                     then distrib.cuh's samplers, on the realisation's own draw stream
   Random numbers: Philox4x32-10 keyed by (seed, realisation index); firing attempt b
   uses counter block b (two uniforms from its four words), so a realisation draws the
-  same numbers whatever the batch, grid or GPU it runs in.
+  same numbers whatever the batch, grid or GPU it runs in. distrib draws take their
+  own stream of the same key (distrib.cuh: counter blocks from 2^63), so drawing
+  never moves the firings' numbers.
 #}
 /* ---- SBML ids in this kernel: model {{ model_id }} ------------------------------
    Gillespie's {{ method }} method; layout {{ layout }}, update {{ update }}, precision {{ precision }}.
@@ -33,6 +37,9 @@
 {% endfor %}
    ------------------------------------------------------------------------------ */
 {% include "common.cuh" %}
+{% if draws %}
+{% include "distrib.cuh" %}
+{% endif %}
 {% set selects = method != "direct" or nr > 1 %}{# r2 picks a reaction #}
 
 #define SSA_NS {{ ns }}
@@ -46,6 +53,7 @@
 #define SSA_WHY_NOT_FINITE 2 /* a propensity became NaN or infinite */
 #define SSA_WHY_FIRINGS 3 /* max_firings reached */
 #define SSA_WHY_EVENTS 4 /* events kept triggering each other at one instant */
+#define SSA_WHY_DRAW 5 /* a distrib draw had invalid arguments (distrib.cuh) */
 
 {% if layout == "register" %}
 #define SSA_X(k) ssa_xr[k]
@@ -119,6 +127,11 @@ SBMLGPU_HD int ssa_realisation(unsigned long long seed, unsigned long long item,
 {% endif %}
     sbmlgpu_rng_t ssa_rng;
     sbmlgpu_rng_init(&ssa_rng, seed, item, 0);
+{% if draws %}
+    sbmlgpu_draws_t ssa_draw_state; /* distrib draws: this realisation's own stream */
+    sbmlgpu_draws_init(&ssa_draw_state, seed, item);
+    sbmlgpu_draws_t* const sbmlgpu_draws = &ssa_draw_state;
+{% endif %}
     unsigned long long ssa_block = 0; /* next Philox counter block = firing attempts so far */
     unsigned long long ssa_firings = 0;
     int why = 0;
@@ -141,6 +154,9 @@ SBMLGPU_HD int ssa_realisation(unsigned long long seed, unsigned long long item,
         SSA_X({{ loop.index0 }}) = {{ x.value }}; /* {{ x.id }} */
 {% endfor %}
     }
+{% endif %}
+{% if draws %}
+    if (sbmlgpu_draws->bad) { status = SBMLGPU_STATUS_FAILED; why = SSA_WHY_DRAW; }
 {% endif %}
 {% for e in events %}
 {% if e.time %}
@@ -188,6 +204,9 @@ SBMLGPU_HD int ssa_realisation(unsigned long long seed, unsigned long long item,
 {% for target in e.targets %}
             SSA_X({{ target.value }}) = ssa_v{{ loop.index0 }}; /* {{ target.id }} */
 {% endfor %}
+{% if draws %}
+            if (sbmlgpu_draws->bad) { status = SBMLGPU_STATUS_FAILED; why = SSA_WHY_DRAW; }
+{% endif %}
         }
 {% endfor %}
     }
