@@ -234,12 +234,22 @@ def execute(model, task: Task, backend: str | None = None, *, options=None, devi
 
 def time_course_notes(result, task: TimeCourse) -> list[str]:
     """What a user could take for a bug in a time course that is right: no output
-    columns, a summary whose sd cannot be defined."""
+    columns, non-finite outputs of members that succeeded (recorded in the metadata
+    too), a summary whose sd cannot be defined."""
     notes = []
     if not result.ids:
         notes.append("the result has no output columns (the model has no species and "
                      "nothing that changes): only the times are written; name outputs "
                      "with --outputs / outputs=")
+    non_finite = result.non_finite_outputs()
+    if non_finite:
+        result.metadata["non_finite_outputs"] = non_finite
+        worst = ", ".join(f"{name} ({n} member(s))" for name, n in list(non_finite.items())[:6])
+        more = f", ... ({len(non_finite)} outputs in all)" if len(non_finite) > 6 else ""
+        notes.append(f"NaN or infinite values in outputs of members that succeeded: {worst}"
+                     f"{more}; the model's math gives them (e.g. a compartment of size 0, "
+                     f"a function outside its domain); the result's metadata lists them "
+                     f"under non_finite_outputs")
     if task.summary:
         succeeded = result.n_members - result.n_failed
         if succeeded == 0:

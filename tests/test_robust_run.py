@@ -265,3 +265,33 @@ def test_an_output_without_columns_says_so(capsys, tmp_path):
                             "reference", "-o", tmp_path)
     assert code == 0 and "the result has no output columns" in err
     assert (tmp_path / "bare.csv").read_text().splitlines()[0] == "time"
+
+
+# -- non-finite outputs of members that succeeded -----------------------------------------------
+ACOS_OF_TIME = ('<assignmentRule variable="y"><math xmlns="http://www.w3.org/1998/Math/MathML">'
+                "<apply><arccos/><csymbol encoding='text' definitionURL="
+                "'http://www.sbml.org/sbml/symbols/time'>t</csymbol></apply></math>"
+                "</assignmentRule>")
+
+
+@pytest.mark.parametrize("backend", ["ode", "reference"])
+def test_non_finite_outputs_of_ok_members_are_flagged_with_a_note(capsys, tmp_path, backend):
+    """acos(t) has no value past t = 1: the member is right to succeed (its state A
+    is fine) but y's NaN must be flagged, in a note and in the result's metadata."""
+    path = tmp_path / "acos.xml"
+    path.write_text(sbml_model(species("A", 1), parameter("k", 1) + parameter("y", 0, constant=False),
+                               reaction("r", ["A"], [], "<apply><times/><ci>k</ci><ci>A</ci></apply>"),
+                               rules=ACOS_OF_TIME))
+    code, _, err = run_main(capsys, "run", path, "--backend", backend, "--cpu", "--end", 2,
+                            "--points", 5, "-o", tmp_path / "o", "--format", "npz",
+                            "--no-progress")
+    assert code == 0, err
+    result = sbmlgpu.results.read(tmp_path / "o" / "acos.npz")
+    assert result.ok.all() and np.isnan(result["y"][0, -1]) and np.isfinite(result["A"]).all()
+    assert result.metadata["non_finite_outputs"] == {"y": 1}
+    assert "NaN or infinite values in outputs of members that succeeded: y (1 member(s))" in err
+
+
+def test_a_finite_result_has_no_non_finite_flag(decay):
+    result = sbmlgpu.run(decay, end=1.0, points=3, device="cpu", progress=False)
+    assert result.non_finite_outputs() == {} and "non_finite_outputs" not in result.metadata

@@ -95,6 +95,21 @@ class TimeCourseResult(Result):
     def n_failed(self) -> int:
         return int((~self.ok).sum())
 
+    def non_finite_outputs(self) -> dict[str, int]:
+        """{column: how many ok members have a NaN or infinite value in it}. A member's
+        status speaks for its states; an output computed from them (a concentration in
+        a compartment of size 0, acos of a value beyond 1) may still be non-finite, and
+        that is the model's own value, so it is reported rather than failed."""
+        if self.data is None or not len(self.ids):
+            return {}
+        ok = np.flatnonzero(self.ok)
+        counts = {}
+        for j, name in enumerate(self.ids):  # a column at a time: data may be a memmap
+            bad = int((~np.isfinite(self.data[ok, :, j])).any(axis=1).sum())
+            if bad:
+                counts[name] = bad
+        return counts
+
     def statuses(self) -> list[Status]:
         return [Status(int(s)) for s in self.status]
 
