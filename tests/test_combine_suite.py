@@ -35,9 +35,15 @@ def read_csv_report(path):
 @needs_semantic
 @pytest.mark.parametrize("number", CASES)
 def test_suite_case_archive_matches_results(number, tmp_path):
+    check_suite_case_archive(number, tmp_path, "cpu")
+
+
+def check_suite_case_archive(number, tmp_path, device) -> None:
+    """The archive of suite case `number` run on `device`: its reports (HDF5 and CSV)
+    equal the case's results within its tolerances."""
     case = Case(number, SEMANTIC / number)
     archive, variables = suite_case_archive(case, tmp_path / f"{number}.omex")
-    outcome = run_omex(archive, tmp_path / "out", device="cpu", plots=False)
+    outcome = run_omex(archive, tmp_path / "out", device=device, plots=False)
 
     with h5py.File(tmp_path / "out" / "reports.h5") as h5:
         ds = h5["simulation.sedml/results"]

@@ -1,0 +1,57 @@
+"""PEtab problems on a real GPU (`pytest -m gpu` on the GPU machine; skipped elsewhere).
+
+The same checks as tests/test_petab_benchmark.py (every row against the problem's own
+simulatedData table; the log-likelihood against petab's), with the ensemble on the
+GPU; and an ensemble of sampled parameter sets whose objective the GPU and the CPU
+path agree on."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sbmlgpu.results import Status
+
+from .test_petab_benchmark import BENCHMARK, EXPECTED, FOUND, MATCH, check_llh, reference, within
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning",
+                                         "ignore::UserWarning")]
+
+# small and large, with preequilibration (Blasi: t = inf; Brannmark), events (Smith)
+ON_GPU = ["Boehm_JProteomeRes2014", "Blasi_CellSystems2016", "Brannmark_JBC2010",
+          "Smith_BMCSystBiol2013", "Raia_CancerResearch2011", "Fiedler_BMCSystBiol2016"]
+
+
+def _yaml(name):
+    if name not in FOUND:
+        pytest.skip(f"no PEtab problem {name} in {BENCHMARK}")
+    return BENCHMARK / name / f"{name}.yaml"
+
+
+@pytest.mark.parametrize("name", ON_GPU)
+def test_benchmark_problem_matches_on_the_gpu(name, gpu_device):
+    from sbmlgpu.petab import simulate_problem
+
+    assert EXPECTED[name] == MATCH
+    result = simulate_problem(_yaml(name), device=[gpu_device.index], backend="ode")
+    assert result.failures() == []
+    table = result.simulation_df(0)
+    ours = result.simulation[:, 0]
+    theirs = reference(name, table)
+    ok = within(ours, theirs, table["observableId"].to_numpy())
+    assert ok.all(), f"{(~ok).sum()} of {len(ok)} rows differ"
+    check_llh(result)
+
+
+def test_an_ensemble_objective_is_the_same_on_gpu_and_cpu(gpu_device):
+    from sbmlgpu.petab import simulate_problem
+
+    path = _yaml("Boehm_JProteomeRes2014")
+    gpu = simulate_problem(path, device=[gpu_device.index], ensemble=200, seed=4)
+    cpu = simulate_problem(path, device="cpu", ensemble=200, seed=4)
+    assert gpu.n_members == 200
+    ok = (gpu.status == int(Status.ok)) & (cpu.status == int(Status.ok))
+    assert ok.sum() > 150
+    np.testing.assert_array_equal(gpu.status, cpu.status)
+    np.testing.assert_allclose(gpu.nll[ok], cpu.nll[ok], rtol=1e-4)
