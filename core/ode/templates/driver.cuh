@@ -19,6 +19,14 @@
   from there. With atoms, adaptive steps are at most 1/max(n_times - 1, 50) of the
   time span (as in the CPU reference), so that a trigger that turns on and off
   within one step is still seen.
+
+  Switches (atoms of piecewise conditions inside the right-hand side, context
+  `switches`) are where f jumps: a step across one has stages on both sides, so its
+  end and its extension are wrong past the switch (a stiff system switched on
+  mid-step drove the step size to underflow). Such a step is cut: it is taken
+  again, ending at the last time the bisection found on the old side; the next step
+  then finds the crossing at its very start, where the extension is exact, and the
+  method restarts there as after an event (as AMICI treats Heaviside functions).
 #}
 {# a few atoms: loops over them unrolled (registers); many: loops #}
 {% set adaptive = method != "rk4" %}
@@ -126,6 +134,9 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
 {% if natoms %}
     hmax = ODE_MIN(hmax, (t_end - t) / (real_t)(n_times - 1 > 50 ? n_times - 1 : 50));
 {% endif %}
+{% if switches %}
+    real_t t_cut = INFINITY;  /* a step was cut here: end the next one here (INFINITY: none) */
+{% endif %}
 {% else %}
     int grid_n = 0, grid_m = 0;
     real_t grid_h = ODE_R(0), grid_start = t, grid_end = t;
@@ -135,6 +146,10 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
 {% if adaptive %}
         h = ODE_MIN(S.h, hmax);
         real_t t_stop = t_end;
+{% if switches %}
+        if (t_cut <= t) t_cut = INFINITY;  /* reached */
+        if (t_cut < t_stop) t_stop = t_cut;  /* take the cut step again, ending before the switch */
+{% endif %}
 {% if delayed %}
         if (t_due < t_stop) t_stop = t_due;  /* stop exactly where a delayed event is due */
 {% endif %}
@@ -161,6 +176,50 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
 {% endif %}
         if (steps >= cfg.max_steps) { status = SBMLGPU_STATUS_MAX_STEPS; break; }
         ++steps;
+{% if time_switches %}
+        /* a switch of f in time alone inside (t, t_new]: the step ends at the last time
+           before it, so that no stage sees f's other side (a step across it is
+           rejected again and again until the step size underflows). Where the switch
+           is at the very next representable time, the "step" only moves t there, and
+           the crossing below restarts the method on the new side. */
+        bool at_switch = false;
+        {
+            const int time_switch[{{ time_switches | length }}] = { {{ time_switches | join(", ") }} };
+            real_t g_end[ODE_NATOMS], g[ODE_NATOMS];
+            model_atoms(t_new, S.x, p, g_end);  /* these atoms do not depend on x */
+            bool found = false;
+            real_t lo_first = t, hi_first = t_new;  /* the earliest crossing's bracket */
+            for (int q = 0; q < {{ time_switches | length }}; ++q) {
+                const int a = time_switch[q];
+                if (ode_sign_class(g_end[a]) == W.s[a]) continue;
+                real_t lo = t, hi = t_new;
+                for (int it = 0; it < 2100; ++it) {
+                    const real_t mid = lo + ODE_R(0.5) * (hi - lo);
+                    if (!(mid > lo && mid < hi)) break;
+                    model_atoms(mid, S.x, p, g);
+                    if (ode_sign_class(g[a]) == W.s[a]) lo = mid; else hi = mid;
+                }
+                if (!found || hi < hi_first) { lo_first = lo; hi_first = hi; }
+                found = true;
+            }
+            if (found) {
+                if (lo_first > t) {
+                    t_new = lo_first;
+{% if not adaptive %}
+                    grid_m = grid_n;  /* then a new grid from here to the next output */
+{% endif %}
+                } else {
+                    t_new = hi_first;
+                    at_switch = true;
+                }
+                h = t_new - t;
+            }
+        }
+        if (at_switch) {
+{{ unroll }}
+            for (int i = 0; i < ODE_NX; ++i) { S.xn[i] = S.x[i]; S.fn[i] = S.f[i]; }
+        } else
+{% endif %}
         if (ode_step(&S, t, h, p, &cfg, false) != 1) {
             if (!(ODE_R(0.1) * S.h > ODE_ABS(t) * ODE_UROUND)) {
                 status = S.nonfinite ? SBMLGPU_STATUS_NON_FINITE : SBMLGPU_STATUS_STEP_SIZE_UNDERFLOW;
@@ -182,6 +241,9 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
             if (crossed) {
                 /* the earliest crossing, by bisection on the continuous extension */
                 real_t root[ODE_NATOMS];
+{% if switches %}
+                real_t below[ODE_NATOMS];  /* the last time on the old side */
+{% endif %}
                 real_t tau = t_new;
                 real_t y[ODE_NX], gy[ODE_NATOMS];
 {{ UNROLL_ATOMS }}
@@ -197,8 +259,36 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
                         if (ode_sign_class(gy[a]) == W.s[a]) lo = mid; else hi = mid;
                     }
                     root[a] = hi;
+{% if switches %}
+                    below[a] = lo;
+{% endif %}
                     if (hi < tau) tau = hi;
                 }
+{% if switches %}
+                {
+                    /* a switch of f crossed inside the step (not at its start): cut the
+                       step before the earliest one and take it again */
+                    const int rhs_switch[{{ switches | length }}] = { {{ switches | join(", ") }} };
+                    real_t cut = t_new;
+                    for (int q = 0; q < {{ switches | length }}; ++q) {
+                        const int a = rhs_switch[q];
+                        if (s_new[a] != W.s[a] && below[a] < cut) cut = below[a];
+                    }
+                    if (cut > t && cut < t_new) {
+{% if adaptive %}
+                        t_cut = cut;
+                        S.h = cut - t;
+{% else %}
+                        grid_start = t;  /* one step to the cut, then on to the next output */
+                        grid_end = cut;
+                        grid_h = cut - t;
+                        grid_n = 1;
+                        grid_m = 0;
+{% endif %}
+                        continue;
+                    }
+                }
+{% endif %}
                 /* outputs before the crossing, from the extension */
                 while (k < n_times && times[k] < tau) {
                     ode_dense(&S, (times[k] - t) / h, h, y);
