@@ -135,14 +135,15 @@ class KernelModel:
     @property
     def switches(self) -> tuple[int, ...]:
         """The atoms of relations inside the right-hand side (piecewise conditions,
-        also from assignment rules feeding it): where one changes sign f jumps, so a
-        step that crosses one is cut there and taken again (templates/driver.cuh)."""
+        also from assignment rules feeding it): where one changes sign, f jumps."""
         return tuple(sorted(self._events_and_atoms[2]))
 
     @property
     def time_switches(self) -> tuple[int, ...]:
-        """The switches that depend on time and parameters only: steps end before
-        them (their switching time is found without integrating)."""
+        """The switches that depend on time and parameters only: their switching
+        time is found without integrating, so steps end before them rather than
+        crossing them (templates/driver.cuh); switches of the state are located after
+        the step, as event triggers are."""
         states = set(self.x)
         return tuple(a for a in self.switches
                      if not (self.atoms[a].free_symbols & states))

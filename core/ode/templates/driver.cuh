@@ -20,13 +20,15 @@
   time span (as in the CPU reference), so that a trigger that turns on and off
   within one step is still seen.
 
-  Switches (atoms of piecewise conditions inside the right-hand side, context
-  `switches`) are where f jumps: a step across one has stages on both sides, so its
-  end and its extension are wrong past the switch (a stiff system switched on
-  mid-step drove the step size to underflow). Such a step is cut: it is taken
-  again, ending at the last time the bisection found on the old side; the next step
-  then finds the crossing at its very start, where the extension is exact, and the
-  method restarts there as after an event (as AMICI treats Heaviside functions).
+  Switches of f in time alone (atoms of piecewise conditions of time and parameters
+  inside the right-hand side, context `time_switches`) are where f jumps at a time
+  known without integrating: a step across one has stages on both sides, its error
+  estimate sees the jump, and the step size shrinks until it underflows (a stiff
+  system switched on mid-step). So a step never crosses one: before each step the
+  switch is searched in (t, t + h] by bisection on the atoms, and the step ends at
+  the last time on the old side; the next "step" moves t to the switch and the
+  crossing restarts the method there, as after an event. Switches that depend on the
+  state are located after the step on its extension, as event triggers are.
 #}
 {# a few atoms: loops over them unrolled (registers); many: loops #}
 {% set adaptive = method != "rk4" %}
@@ -134,9 +136,6 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
 {% if natoms %}
     hmax = ODE_MIN(hmax, (t_end - t) / (real_t)(n_times - 1 > 50 ? n_times - 1 : 50));
 {% endif %}
-{% if switches %}
-    real_t t_cut = INFINITY;  /* a step was cut here: end the next one here (INFINITY: none) */
-{% endif %}
 {% else %}
     int grid_n = 0, grid_m = 0;
     real_t grid_h = ODE_R(0), grid_start = t, grid_end = t;
@@ -146,10 +145,6 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
 {% if adaptive %}
         h = ODE_MIN(S.h, hmax);
         real_t t_stop = t_end;
-{% if switches %}
-        if (t_cut <= t) t_cut = INFINITY;  /* reached */
-        if (t_cut < t_stop) t_stop = t_cut;  /* take the cut step again, ending before the switch */
-{% endif %}
 {% if delayed %}
         if (t_due < t_stop) t_stop = t_due;  /* stop exactly where a delayed event is due */
 {% endif %}
@@ -241,9 +236,6 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
             if (crossed) {
                 /* the earliest crossing, by bisection on the continuous extension */
                 real_t root[ODE_NATOMS];
-{% if switches %}
-                real_t below[ODE_NATOMS];  /* the last time on the old side */
-{% endif %}
                 real_t tau = t_new;
                 real_t y[ODE_NX], gy[ODE_NATOMS];
 {{ UNROLL_ATOMS }}
@@ -259,36 +251,8 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
                         if (ode_sign_class(gy[a]) == W.s[a]) lo = mid; else hi = mid;
                     }
                     root[a] = hi;
-{% if switches %}
-                    below[a] = lo;
-{% endif %}
                     if (hi < tau) tau = hi;
                 }
-{% if switches %}
-                {
-                    /* a switch of f crossed inside the step (not at its start): cut the
-                       step before the earliest one and take it again */
-                    const int rhs_switch[{{ switches | length }}] = { {{ switches | join(", ") }} };
-                    real_t cut = t_new;
-                    for (int q = 0; q < {{ switches | length }}; ++q) {
-                        const int a = rhs_switch[q];
-                        if (s_new[a] != W.s[a] && below[a] < cut) cut = below[a];
-                    }
-                    if (cut > t && cut < t_new) {
-{% if adaptive %}
-                        t_cut = cut;
-                        S.h = cut - t;
-{% else %}
-                        grid_start = t;  /* one step to the cut, then on to the next output */
-                        grid_end = cut;
-                        grid_h = cut - t;
-                        grid_n = 1;
-                        grid_m = 0;
-{% endif %}
-                        continue;
-                    }
-                }
-{% endif %}
                 /* outputs before the crossing, from the extension */
                 while (k < n_times && times[k] < tau) {
                     ode_dense(&S, (times[k] - t) / h, h, y);
