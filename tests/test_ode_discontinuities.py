@@ -119,9 +119,9 @@ def test_a_switch_of_the_state_is_located_and_matches_the_analytic_solution(
         assert np.abs(got["x"][0] - expected).max() < tolerance * np.abs(expected).max()
 
 
-def _kernel(net, method, varied=()):
+def _kernel(net, method, varied=(), precision="double"):
     model = KernelModel(ode_system(net), tuple(varied), default_outputs(net))
-    return model, kernel_source(model, method, "double")
+    return model, kernel_source(model, method, precision)
 
 
 def test_only_switches_in_time_alone_add_the_search_before_each_step():
@@ -137,9 +137,11 @@ def test_only_switches_in_time_alone_add_the_search_before_each_step():
 
 @needs_nvcc
 @pytest.mark.parametrize("method", ["rk4", "dopri5", "rodas4"])
-def test_kernels_with_switches_in_time_compile_for_sm90(method):
-    _, src = _kernel(sbmlgpu.load(_drug_model(1e4, 3.0, 4.3)), method, ("t_add",))
-    assert nvcc_compile(src.text, "sm_90", name=src.name)
+@pytest.mark.parametrize("precision", ["double", "float"])
+def test_kernels_with_switches_in_time_compile_for_sm90(method, precision):
+    _, src = _kernel(sbmlgpu.load(_drug_model(1e4, 3.0, 4.3)), method, ("t_add",), precision)
+    options = ["--use_fast_math"] if precision == "float" else []
+    assert nvcc_compile(src.text, "sm_90", options, name=src.name)
 
 
 def _isensee_conditions() -> dict[str, np.ndarray]:
