@@ -159,11 +159,14 @@ class AtomTable:
         self.add_switches(trigger, origin)
         return trigger
 
-    def add_switches(self, e: sp.Basic, origin: str = "") -> None:
-        """Watch every dynamic relation inside `e` (piecewise conditions)."""
+    def add_switches(self, e: sp.Basic, origin: str = "") -> set[int]:
+        """Watch every dynamic relation inside `e` (piecewise conditions); returns the
+        indices of their atoms."""
+        found: set[int] = set()
         if not isinstance(e, sp.Basic):
-            return
+            return found
         for r in e.atoms(Relational):
             if type(r) in REL_CODE and self.is_dynamic(r):
                 lhs, rhs = r.args
-                self.atom(lhs - rhs, r, origin)
+                found.add(self.atom(lhs - rhs, r, origin))
+        return found

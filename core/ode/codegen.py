@@ -283,6 +283,7 @@ def kernel_context(model: KernelModel, method: str, precision: str = "double", *
         nx=nx, nx_alloc=max(nx, 1), np=len(model.varied), np_alloc=max(len(model.varied), 1),
         nout=nout, nout_alloc=max(nout, 1), natoms=len(model.atoms),
         natoms_alloc=max(len(model.atoms), 1), nevents_alloc=max(len(model.events), 1),
+        time_switches=list(model.time_switches),
         watch=bool(model.atoms or model.events), inline_model=nx <= INLINE_MODEL_MAX,
         delayed=any(e.delay is not None for e in model.events),
         inline_events=len(model.atoms) + len(model.events) <= INLINE_MODEL_MAX,

@@ -107,7 +107,7 @@ class KernelModel:
 
     # -- events -----------------------------------------------------------------
     @cached_property
-    def _events_and_atoms(self) -> tuple[tuple[EventSpec, ...], AtomTable]:
+    def _events_and_atoms(self) -> tuple[tuple[EventSpec, ...], AtomTable, frozenset[int]]:
         atoms = AtomTable(set(self.ode.x))
         events = []
         for e in self.ode.events:
@@ -120,11 +120,12 @@ class KernelModel:
                 persistent=bool(e.persistent), initial_value=bool(e.trigger_initial_value),
                 values_at_trigger=bool(e.use_values_from_trigger_time),
                 delay=None if e.delay is None else self.specialise(e.delay)))
+        switches: set[int] = set()
         for sid, f in zip(self.ode.state_ids, self.rhs):
-            atoms.add_switches(f, f"rate of {sid}")
+            switches |= atoms.add_switches(f, f"rate of {sid}")
         for k, g in enumerate(list(atoms.functions)):  # a switch inside an atom is watched as well
             atoms.add_switches(g, f"inside g[{k}]")
-        return tuple(events), atoms
+        return tuple(events), atoms, frozenset(switches)
 
     @property
     def events(self) -> tuple[EventSpec, ...]:
@@ -138,6 +139,22 @@ class KernelModel:
     def atom_table(self) -> AtomTable:
         """The atoms with the relation and the place (event, rate) each comes from."""
         return self._events_and_atoms[1]
+
+    @property
+    def switches(self) -> tuple[int, ...]:
+        """The atoms of relations inside the right-hand side (piecewise conditions,
+        also from assignment rules feeding it): where one changes sign, f jumps."""
+        return tuple(sorted(self._events_and_atoms[2]))
+
+    @property
+    def time_switches(self) -> tuple[int, ...]:
+        """The switches that depend on time and parameters only: their switching
+        time is found without integrating, so steps end before them rather than
+        crossing them (templates/driver.cuh); switches of the state are located after
+        the step, as event triggers are."""
+        states = set(self.x)
+        return tuple(a for a in self.switches
+                     if not (self.atoms[a].free_symbols & states))
 
     @property
     def uses(self) -> tuple[AtomUse, ...]:

@@ -19,6 +19,16 @@
   from there. With atoms, adaptive steps are at most 1/max(n_times - 1, 50) of the
   time span (as in the CPU reference), so that a trigger that turns on and off
   within one step is still seen.
+
+  Switches of f in time alone (atoms of piecewise conditions of time and parameters
+  inside the right-hand side, context `time_switches`) are where f jumps at a time
+  known without integrating: a step across one has stages on both sides, its error
+  estimate sees the jump, and the step size shrinks until it underflows (a stiff
+  system switched on mid-step). So a step never crosses one: before each step the
+  switch is searched in (t, t + h] by bisection on the atoms, and the step ends at
+  the last time on the old side; the next "step" moves t to the switch and the
+  crossing restarts the method there, as after an event. Switches that depend on the
+  state are located after the step on its extension, as event triggers are.
 #}
 {# a few atoms: loops over them unrolled (registers); many: loops #}
 {% set adaptive = method != "rk4" %}
@@ -178,6 +188,50 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
 {% endif %}
         if (steps >= cfg.max_steps) { status = SBMLGPU_STATUS_MAX_STEPS; break; }
         ++steps;
+{% if time_switches %}
+        /* a switch of f in time alone inside (t, t_new]: the step ends at the last time
+           before it, so that no stage sees f's other side (a step across it is
+           rejected again and again until the step size underflows). Where the switch
+           is at the very next representable time, the "step" only moves t there, and
+           the crossing below restarts the method on the new side. */
+        bool at_switch = false;
+        {
+            const int time_switch[{{ time_switches | length }}] = { {{ time_switches | join(", ") }} };
+            real_t g_end[ODE_NATOMS], g[ODE_NATOMS];
+            model_atoms(t_new, S.x, p, g_end);  /* these atoms do not depend on x */
+            bool found = false;
+            real_t lo_first = t, hi_first = t_new;  /* the earliest crossing's bracket */
+            for (int q = 0; q < {{ time_switches | length }}; ++q) {
+                const int a = time_switch[q];
+                if (ode_sign_class(g_end[a]) == W.s[a]) continue;
+                real_t lo = t, hi = t_new;
+                for (int it = 0; it < 2100; ++it) {
+                    const real_t mid = lo + ODE_R(0.5) * (hi - lo);
+                    if (!(mid > lo && mid < hi)) break;
+                    model_atoms(mid, S.x, p, g);
+                    if (ode_sign_class(g[a]) == W.s[a]) lo = mid; else hi = mid;
+                }
+                if (!found || hi < hi_first) { lo_first = lo; hi_first = hi; }
+                found = true;
+            }
+            if (found) {
+                if (lo_first > t) {
+                    t_new = lo_first;
+{% if not adaptive %}
+                    grid_m = grid_n;  /* then a new grid from here to the next output */
+{% endif %}
+                } else {
+                    t_new = hi_first;
+                    at_switch = true;
+                }
+                h = t_new - t;
+            }
+        }
+        if (at_switch) {
+{{ unroll }}
+            for (int i = 0; i < ODE_NX; ++i) { S.xn[i] = S.x[i]; S.fn[i] = S.f[i]; }
+        } else
+{% endif %}
         if (ode_step(&S, t, h, p, &cfg, false) != 1) {
             if (!(ODE_R(0.1) * S.h > ODE_ABS(t) * ODE_UROUND)) {
                 status = S.nonfinite ? SBMLGPU_STATUS_NON_FINITE : SBMLGPU_STATUS_STEP_SIZE_UNDERFLOW;
