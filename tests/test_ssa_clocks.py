@@ -147,3 +147,17 @@ def test_distrib_suite_cases_pass_on_the_ssa(number):
     (case,) = find_cases(STOCHASTIC / number)
     outcome = run_case(case, RunConfig(backend="ssa", stochastic_runs=10000, seed=1))
     assert outcome.status == "pass", outcome.line()
+
+
+@needs_stochastic
+@needs_cxx
+def test_a_distrib_case_draws_the_same_numbers_on_the_ssa_as_on_the_ode_backend():
+    # both key the draws by (seed, member) on their own stream, so events that fire
+    # at the same instants, in the same order, draw the very same numbers
+    model = sbmlgpu.load(STOCHASTIC / "00042" / "00042-sbml-l3v2.xml")
+    times = np.linspace(0.0, 10.0, 11)
+    runs = [sbmlgpu.run(model, backend=backend, times=times, n=200, seed=5, device="cpu",
+                        outputs=["X"], progress=False) for backend in ("ssa", "ode")]
+    ssa, ode = (r["X"] for r in runs)
+    assert np.all(runs[0].status == 0) and np.unique(ssa[:, 1:]).size > 100  # really drawn
+    np.testing.assert_array_equal(ssa, ode)
