@@ -85,7 +85,7 @@ def _ids(exprs: Expressions, printer: CudaPrinter) -> list[tuple[str, list[tuple
         ("outputs", [(f"output {o}", _comment(oid), "") for o, oid in enumerate(exprs.outputs)]),
         ("events", [(f"ssa_ev{k}", _event_name(e, k),
                      ("state trigger" if e.time_threshold is None else
-                      f"time >= ssa_T{k}, recomputed when an event fires (a clock)"
+                      f"time >= ssa_T{k}; reads a clock: recomputed when an event fires"
                       if e.threshold_reads_state(exprs.x) else f"time >= ssa_T{k}"))
                     for k, e in enumerate(exprs.events)]),
     ]
