@@ -49,8 +49,8 @@ def clock_model(rate=2.0, trigger=None, rate_math=None, propensity=None) -> ir.N
         events=(tick,))
 
 
-def run(net, times, **kw):
-    return sbmlgpu.run(net, backend="ssa", times=times, device="cpu", progress=False,
+def run(net, times, device="cpu", **kw):
+    return sbmlgpu.run(net, backend="ssa", times=times, device=device, progress=False,
                        outputs=["N", "tau", "Y"], **kw)
 
 
@@ -75,6 +75,18 @@ def test_a_varied_clock_rate_moves_each_members_events(engine):
             options={"cpu_engine": engine})
     expected = np.floor(rates[:, None] * times[None, :])
     assert np.array_equal(r["N"], expected)
+
+
+@pytest.mark.gpu
+def test_clock_events_fire_at_their_exact_times_on_the_gpu(gpu_device):
+    rates = np.array([0.5, 1.0, 2.0, 4.0] * 64)
+    times = np.concatenate([[0.0], np.linspace(0.26, 5.01, 20)])
+    gpu = run(clock_model(), times, device=[gpu_device.index], n=rates.size, seed=2,
+              parameters={"c": rates})
+    assert np.array_equal(gpu["N"], np.floor(rates[:, None] * times[None, :]))
+    cpu = run(clock_model(), times, n=rates.size, seed=2, parameters={"c": rates})
+    same = np.mean(np.all(gpu.data == cpu.data, axis=(1, 2)))
+    assert same >= 0.99, f"only {same:.3f} of the members equal the host build's"
 
 
 def test_a_varied_rate_that_reverses_the_clock_is_an_option_error():
