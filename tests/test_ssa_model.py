@@ -121,7 +121,8 @@ def test_time_event_and_state_event_are_classified():
 
 
 @pytest.mark.parametrize("change, feature", [
-    ({"rate_rules": (ir.RateRule("k", one(1)),)}, "rate rule"),
+    # a rate that reads a species (a constant rate would be a clock, tests/test_ssa_clocks.py)
+    ({"rate_rules": (ir.RateRule("k", sym("A")),)}, "rate rule"),
     ({"reactions": (reaction("R", ["A"], [], sym("k") * sym("A") * TIME),)},
      "propensity that depends on time"),
     ({"events": (ir.Event("e", sp.And(sp.Ge(TIME, 2), sp.Gt(sym("A"), 3)),

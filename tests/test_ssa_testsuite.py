@@ -55,11 +55,24 @@ def test_dsmts_cases_pass_with_10000_runs(number):
     assert outcome.worst is not None and outcome.worst.ratio <= 1
 
 
+def _with_a_refused_case(folder) -> None:
+    """00001, and 00041 with its clock's rate (dt/dt = 1: a clock, which the SSA
+    carries, tests/test_ssa_clocks.py) made to read t itself: a rate rule the SSA
+    refuses by name."""
+    for number in ("00001", "00041"):
+        shutil.copytree(STOCHASTIC / number, folder / number)
+    xml = folder / "00041" / "00041-sbml-l3v2.xml"
+    text = xml.read_text()
+    clock_rate = '<cn type="integer"> 1 </cn>\n        </math>\n      </rateRule>'
+    assert clock_rate in text
+    xml.write_text(text.replace(clock_rate, clock_rate.replace('<cn type="integer"> 1 </cn>',
+                                                               "<ci> t </ci>")))
+
+
 @needs_stochastic
-def test_distrib_cases_are_skipped_by_the_ssa_with_the_reason():
-    # distrib draws import (tests/test_distrib_*.py); the case's clock t is a rate
-    # rule, which a jump process refuses by name
-    (case,) = find_cases(STOCHASTIC / "00041")
+def test_a_refused_rate_rule_is_skipped_by_the_ssa_with_the_reason(tmp_path):
+    _with_a_refused_case(tmp_path)
+    (case,) = find_cases(tmp_path / "00041")
     outcome = run_case(case, RunConfig(backend="ssa", stochastic_runs=100))
     assert outcome.status == "skip" and "rate rule" in outcome.message
     assert outcome.skipped_as == "refused"
@@ -106,8 +119,9 @@ def test_a_wrong_simulator_fails(monkeypatch):
 
 @needs_stochastic
 @fast
-def test_command_line_closes_with_the_counts(capsys):
-    status = main([str(STOCHASTIC), "--backend", "ssa", "--stochastic-runs", "2000",
+def test_command_line_closes_with_the_counts(capsys, tmp_path):
+    _with_a_refused_case(tmp_path)
+    status = main([str(tmp_path), "--backend", "ssa", "--stochastic-runs", "2000",
                    "--cases", "1,41"])
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[0].startswith("00001 ")

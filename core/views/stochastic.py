@@ -9,7 +9,12 @@ law Lambda*X) expects the rates halved, i.e. X read as amount / 2.
 `species_in_rates="amount"` reads every species symbol as its amount instead (the
 convention some tools apply to models written for stochastic simulation).
 Rate rules, varying compartments and stoichiometries that are not constant whole
-numbers have no meaning for a jump process and are refused.
+numbers have no meaning for a jump process and are refused. One kind of rate rule
+is asked for by name (`clocks=True`, the SSA backend): a CLOCK, a parameter whose
+rate is a constant (a number or constant parameters; free of species, time and
+other rate-ruled values). Between events its value is exact, v(t0) + c (t - t0),
+so a jump process can carry it; `StochasticSystem.clocks` lists them (state index,
+rate in p) and the consumer decides how it represents them.
 
 Outputs (`values`, `amounts`, `output(id, kind)`) read the model as SBML does,
 whatever `species_in_rates` says: they are the ODE view's, over the same state.
@@ -48,6 +53,7 @@ class StochasticSystem:
     values: dict[str, sp.Expr] = field(repr=False)  # SBML value of every id, in x, p, t
     amounts: dict[str, sp.Expr] = field(repr=False)  # species amounts, in x, p, t
     t: sp.Symbol = TIME
+    clocks: tuple[tuple[int, sp.Expr], ...] = ()  # (state index, constant rate in p)
 
     def value(self, sbml_id: str) -> sp.Expr:
         return self.values[sbml_id]
@@ -66,11 +72,37 @@ class StochasticSystem:
         return tuple(i for i, sid in enumerate(self.state_ids) if sid in species)
 
 
-def unsupported(network: Network) -> list[tuple[str, tuple[str, ...]]]:
+def clock_rates(network: Network) -> dict[str, sp.Expr]:
+    """The rate-ruled parameters whose rate is a constant (in p: free of the state and
+    of time), by id, with that rate; {} when the ODE view cannot be built."""
+    params = network.parameter_by_id
+    candidates = [r.variable for r in network.rate_rules if r.variable in params]
+    if not candidates or ode_unsupported(network):
+        return {}
+    ode = ode_system(network)
+    x = set(ode.x)
+    index = {sid: i for i, sid in enumerate(ode.state_ids)}
+    out = {}
+    for pid in candidates:
+        if pid not in index:
+            continue
+        rate = sp.sympify(ode.rhs[index[pid]])
+        if not rate.has(TIME) and not (rate.free_symbols & x):
+            out[pid] = rate
+    return out
+
+
+def unsupported(network: Network, clocks: bool = False) -> list[tuple[str, tuple[str, ...]]]:
+    """What the stochastic view refuses. `clocks`: rate rules that are clocks (see the
+    module's doc) are accepted; every other rate rule is still refused by id."""
     out = list(ode_unsupported(network))
     if network.rate_rules:
-        out.append(("rate rule (no meaning in a jump process)",
-                    tuple(r.variable for r in network.rate_rules)))
+        accepted = clock_rates(network) if clocks else {}
+        refused = tuple(r.variable for r in network.rate_rules if r.variable not in accepted)
+        if refused:
+            out.append(("rate rule (no meaning in a jump process" +
+                        ("; only a parameter whose rate is a constant, a clock, is "
+                         "carried" if clocks else "") + ")", refused))
     varying = [c.id for c in network.compartments
                if not c.constant and (c.id in network.assignment_rule_by_variable
                                       or c.id in network.event_assigned)]
@@ -91,17 +123,19 @@ def unsupported(network: Network) -> list[tuple[str, tuple[str, ...]]]:
 SPECIES_IN_RATES = ("sbml", "amount")
 
 
-def stochastic_system(network: Network, species_in_rates: str = "sbml") -> StochasticSystem:
-    """The stochastic view of `network`, built once per (network, species_in_rates)
-    (views/cache.py); UnsupportedModelError for what a jump process cannot be."""
+def stochastic_system(network: Network, species_in_rates: str = "sbml",
+                      clocks: bool = False) -> StochasticSystem:
+    """The stochastic view of `network`, built once per (network, species_in_rates,
+    clocks) (views/cache.py); UnsupportedModelError for what a jump process cannot be.
+    `clocks`: accept clocks (module doc), listed in the result's `clocks`."""
     if species_in_rates not in SPECIES_IN_RATES:
         raise ValueError(f"species_in_rates must be one of {SPECIES_IN_RATES}")
-    return memoised(network, ("stochastic", species_in_rates),
-                    lambda: _build(network, species_in_rates))
+    return memoised(network, ("stochastic", species_in_rates, bool(clocks)),
+                    lambda: _build(network, species_in_rates, bool(clocks)))
 
 
-def _build(network: Network, species_in_rates: str) -> StochasticSystem:
-    missing = unsupported(network)
+def _build(network: Network, species_in_rates: str, clocks: bool) -> StochasticSystem:
+    missing = unsupported(network, clocks)
     if missing:
         raise UnsupportedModelError(missing, who="the stochastic view")
     sbml = ode_system(network)  # the SBML reading: outputs, and the rates by default
@@ -127,7 +161,9 @@ def _build(network: Network, species_in_rates: str) -> StochasticSystem:
         reaction_ids=tuple(r.id for r in reactions),
         propensities=tuple(ode.values[r.id] for r in reactions),
         stoichiometry=stoich, reactant_orders=orders, x0=ode.x0, events=ode.events,
-        values=sbml.values, amounts=sbml.amounts, t=ode.t)
+        values=sbml.values, amounts=sbml.amounts, t=ode.t,
+        clocks=tuple((index[pid], rate) for pid, rate in
+                     (clock_rates(network) if clocks else {}).items()))
 
 
 def _fixed(network: Network, species_id: str) -> bool:

@@ -84,7 +84,9 @@ def _ids(exprs: Expressions, printer: CudaPrinter) -> list[tuple[str, list[tuple
                        for k, (j, rid) in enumerate(zip(exprs.order, exprs.reaction_ids))]),
         ("outputs", [(f"output {o}", _comment(oid), "") for o, oid in enumerate(exprs.outputs)]),
         ("events", [(f"ssa_ev{k}", _event_name(e, k),
-                     f"time >= ssa_T{k}" if e.time_threshold is not None else "state trigger")
+                     ("state trigger" if e.time_threshold is None else
+                      f"time >= ssa_T{k}; reads a clock: recomputed when an event fires"
+                      if e.threshold_reads_state(exprs.x) else f"time >= ssa_T{k}"))
                     for k, e in enumerate(exprs.events)]),
     ]
 
@@ -133,6 +135,7 @@ def context(exprs: Expressions, variant: Variant) -> dict:
         targets = [i for i, _ in e.assignments]
         events.append({
             "index": e_index, "id": _event_name(e, e_index), "time": e.time_threshold is not None,
+            "moving": e.threshold_reads_state(exprs.x),
             "threshold": None if e.time_threshold is None else state.doprint(e.time_threshold),
             "trigger": (f"(t >= ssa_T{e_index})" if e.time_threshold is not None
                         else state.print_condition(e.trigger, where=f"event {e.id}")),

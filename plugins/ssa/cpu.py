@@ -90,8 +90,11 @@ class _Run:
         self.why = np.zeros(n, np.int32)
         self.ev = [np.full(n, ev.initial) for ev in e.events]
         self.T = [None if ev.time_threshold is None else
-                  np.broadcast_to(np.asarray(self.fns.thresholds[i](self.P), float), (n,)).copy()
+                  np.broadcast_to(np.asarray(self.fns.thresholds[i](self.X, self.P), float),
+                                  (n,)).copy()
                   for i, ev in enumerate(e.events)]
+        # thresholds that read a clock's offset: recomputed after every event firing
+        self.moving = [i for i, ev in enumerate(e.events) if ev.threshold_reads_state(e.x)]
         self.out = np.full((self.K, self.O, n), np.nan) if record else None
         # the optimized method with sparse updates keeps a running a0 (the kernel's
         # sparse switch); every other variant recomputes all propensities and re-sums
@@ -162,6 +165,11 @@ class _Run:
                 for (target, _), v in zip(ev.assignments, values):
                     self.X[target, sub] = v
                 self.dirty[sub] = True
+            fired = todo[fire]
+            for i in self.moving:  # as the kernel does, after the round's assignments
+                with np.errstate(all="ignore"):
+                    self.T[i][fired] = np.broadcast_to(np.asarray(self.fns.thresholds[i](
+                        self.X[:, fired], self.P[:, fired]), float), (fired.size,))
             todo = todo[fire]
 
     def draw(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

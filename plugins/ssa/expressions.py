@@ -32,11 +32,17 @@ from .model import SsaModel
 @dataclass(frozen=True)
 class EventMath:
     id: str
-    time_threshold: sp.Expr | None  # in varied p
+    time_threshold: sp.Expr | None  # in varied p and clock offsets (model.py)
     trigger: sp.Basic  # in x, varied p, t
     assignments: tuple[tuple[int, sp.Expr], ...]
     block: CseBlock  # of the assigned values, in assignment order
     initial: bool
+
+    def threshold_reads_state(self, x) -> bool:
+        """Whether T reads a state (a clock's offset): then it is recomputed whenever
+        an event fires, since only events change offsets."""
+        return self.time_threshold is not None and \
+            bool(sp.sympify(self.time_threshold).free_symbols & set(x))
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,7 @@ from . import host, tuning
 from .codegen import Variant, kernel_source, source_name
 from .cpu import NumpyEngine
 from .expressions import Expressions, prepare
-from .model import SsaModel
+from .model import SsaModel, check_rising
 from .options import SsaOptions
 
 WHY_MESSAGES = {
@@ -157,6 +157,7 @@ class SsaProgram(Program):
         varied = tuple(task.parameters) if task.parameters else ()
         ptab = (np.stack([np.asarray(task.parameters[v], float).reshape(-1) for v in varied])
                 if varied else np.zeros((0, n)))
+        check_rising(self.model, varied, ptab)
         exprs = prepare(self.model, varied, outputs, self.order)
         engine = self._engine(exprs)
         return _Run(self, engine, task, scheduler, profiler, int(seed), n, ptab,

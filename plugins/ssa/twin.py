@@ -37,6 +37,7 @@ class TwinFunctions:
     x0(P, t, out)                  out: (states, members)
     outputs(X, P, t, out)          out: (outputs, members)
     trigger_<e>(X, P, t) -> bool array (or scalar)
+    threshold_<e>(X, P) -> T of a time-threshold event (None for the others)
     assign_<e>(X, P, t) -> list of new values, in assignment order
     """
 
@@ -73,6 +74,6 @@ class TwinFunctions:
             self.assignments.append(function(f"assign_{e_index}", "X, P, t",
                                              lines + [f"return [{', '.join(values)}]"]))
             self.thresholds.append(None if e.time_threshold is None else function(
-                f"threshold_{e_index}", "P",
+                f"threshold_{e_index}", "X, P",
                 [f"return {printer.doprint(e.time_threshold, where=where)}"]))
         self.source = "\n".join(sources)

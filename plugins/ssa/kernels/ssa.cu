@@ -19,7 +19,9 @@
     varied           each varied parameter (ssa_p<k>): index, SBML id, used by the math
     x0, props, deps, outputs, events, stoich_by_state: rendered C, each value with
                      the SBML id it belongs to (see codegen.py)
-    time_events      whether any event fires at a time `time >= T`
+    time_events      whether any event fires at a time `time >= T`; an event whose T
+                     reads a clock's offset (`moving`) recomputes T after every event
+                     firing (model.py: clocks)
     draws            whether initial values or event assignments draw (SBML distrib):
                      then distrib.cuh's samplers, on the realisation's own draw stream
   Random numbers: Philox4x32-10 keyed by (seed, realisation index); firing attempt b
@@ -160,7 +162,11 @@ SBMLGPU_HD int ssa_realisation(unsigned long long seed, unsigned long long item,
 {% endif %}
 {% for e in events %}
 {% if e.time %}
+{% if e.moving %}
+    double ssa_T{{ loop.index0 }} = (double)({{ e.threshold }}); /* event {{ e.id }} fires at time >= this (a clock's: recomputed when an event fires) */
+{% else %}
     const double ssa_T{{ loop.index0 }} = (double)({{ e.threshold }}); /* event {{ e.id }} fires at time >= this */
+{% endif %}
 {% endif %}
     bool ssa_ev{{ loop.index0 }} = {{ "true" if e.initial else "false" }}; /* event {{ e.id }}: its trigger's last value */
 {% endfor %}
@@ -208,6 +214,9 @@ SBMLGPU_HD int ssa_realisation(unsigned long long seed, unsigned long long item,
             if (sbmlgpu_draws->bad) { status = SBMLGPU_STATUS_FAILED; why = SSA_WHY_DRAW; }
 {% endif %}
         }
+{% endfor %}
+{% for e in events if e.moving %}
+        ssa_T{{ e.index }} = (double)({{ e.threshold }}); /* event {{ e.id }}: its clock's offset may have changed */
 {% endfor %}
     }
 }{% endfilter %}
