@@ -116,3 +116,30 @@ def test_a_child_forked_after_openmp_started_runs_serially():
     child.join(60)
     assert queue.get(timeout=10) is False
 
+
+
+def test_a_compile_past_its_time_limit_kills_the_compilers_children(tmp_path):
+    """The driver's children (cc1plus) die with it: a stand-in 'compiler' that starts a
+    long child and waits is stopped, and so is its child."""
+    import os
+    import subprocess
+    import time
+
+    pid_file = tmp_path / "child.pid"
+    script = tmp_path / "fake-cxx"
+    script.write_text(f"#!/bin/sh\nsleep 60 &\necho $! > {pid_file}\nwait\n")
+    script.chmod(0o755)
+    started = time.monotonic()
+    with pytest.raises(subprocess.TimeoutExpired):
+        host.run_compiler([str(script)], timeout=1.0)
+    assert time.monotonic() - started < 30
+    child = int(pid_file.read_text())
+    time.sleep(0.2)
+    alive = True
+    try:
+        os.kill(child, 0)
+        state = open(f"/proc/{child}/stat").read().split()[2] if os.path.exists(f"/proc/{child}/stat") else "X"
+        alive = state not in ("Z", "X")
+    except ProcessLookupError:
+        alive = False
+    assert not alive, "the compiler's child outlived the time limit"

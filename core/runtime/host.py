@@ -36,6 +36,7 @@ import logging
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
@@ -99,6 +100,24 @@ def require_compiler() -> str:
     return compiler
 
 
+def run_compiler(command: Sequence[str], timeout: float) -> subprocess.CompletedProcess:
+    """Run a compiler with a time limit. The driver (g++) starts cc1plus and as as
+    children: past the limit the whole process group is killed, not the driver alone,
+    which would leave cc1plus compiling for nobody. Raises TimeoutExpired then."""
+    with subprocess.Popen(list(command), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, start_new_session=True) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.communicate()
+            raise
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
 @lru_cache(maxsize=8)
 def openmp_flags(compiler: str) -> tuple[str, ...]:
     """('-fopenmp',) when `compiler` can build and link an OpenMP library, else ()."""
@@ -106,9 +125,8 @@ def openmp_flags(compiler: str) -> tuple[str, ...]:
         src = Path(scratch) / "omp.cpp"
         src.write_text('#include <omp.h>\nextern "C" int f(void){return omp_get_max_threads();}\n')
         try:
-            done = subprocess.run([compiler, "-fopenmp", "-shared", "-fPIC", str(src), "-o",
-                                   str(Path(scratch) / "omp.so")], capture_output=True,
-                                  timeout=120)
+            done = run_compiler([compiler, "-fopenmp", "-shared", "-fPIC", str(src), "-o",
+                                 str(Path(scratch) / "omp.so")], timeout=120)
         except (OSError, subprocess.TimeoutExpired):
             return ()
         return ("-fopenmp",) if done.returncode == 0 else ()
@@ -151,7 +169,7 @@ def build(source: str, name: str, flags: Sequence[str] = (), *, openmp: bool = T
         out = Path(scratch) / "kernel.so"
         command = [compiler, *every_flag, "-x", "c++", str(src), "-o", str(out)]
         try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+            done = run_compiler(command, timeout=timeout)
         except subprocess.TimeoutExpired:
             raise HostCompileError(name, compiler, f"stopped after {timeout:g} s", source) from None
         if done.returncode != 0 or not out.is_file():
