@@ -184,3 +184,17 @@ def test_isensee_every_condition_runs_and_matches_the_reference():
     got, expected = ode.data, ref.data
     floor = 1e-3 * np.abs(expected).max(axis=(0, 1))  # where a state is near zero
     assert (np.abs(got - expected) / (np.abs(expected) + floor + 1e-300)).max() < 1e-4
+
+
+@pytest.mark.parametrize("method", ["rk4", "dopri5", "rodas4"])
+def test_a_switch_at_the_last_output_time_ends_the_run_normally(method):
+    """A dose that stops at the last output time (PEtab's Fujita_SciSignal2010:
+    EGF = piecewise(EGF_0, time <= EGF_end, 0) with EGF_end = 3600 = the last
+    measurement): the switch's atom is 0 at t_end; cutting the last step there left a
+    step of length zero, reported as step_size_underflow."""
+    needs_compiler()
+    rate = _piecewise(ci("a"), apply("leq", TIME, ci("t_end")), cn(0))
+    net = sbmlgpu.load(rate_rule_model({"x": (0.0, rate)}, {"a": 2.0, "t_end": 10.0}))
+    result = run_cpu(net, method, times=TIMES, dt=1e-3)
+    assert list(result.status) == [0]
+    assert np.abs(result["x"][0] - 2.0 * TIMES).max() < 1e-8

@@ -203,7 +203,12 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
             real_t lo_first = t, hi_first = t_new;  /* the earliest crossing's bracket */
             for (int q = 0; q < {{ time_switches | length }}; ++q) {
                 const int a = time_switch[q];
-                if (ode_sign_class(g_end[a]) == W.s[a]) continue;
+                /* a switch exactly at the end of the integration (g = 0 at t_end, e.g.
+                   a dose that stops at the last output time): nothing lies beyond it,
+                   so the step ends there as it is (cutting it would leave a step of
+                   length zero at t_end, which reads as an underflow) */
+                if (ode_sign_class(g_end[a]) == W.s[a] ||
+                    (g_end[a] == ODE_R(0) && t_new == t_end)) continue;
                 real_t lo = t, hi = t_new;
                 for (int it = 0; it < 2100; ++it) {
                     const real_t mid = lo + ODE_R(0.5) * (hi - lo);
