@@ -183,7 +183,7 @@ def parse_sample(text: str, option: str = "sample") -> tuple[str, Distribution]:
 
 def sample(specs: Mapping[str, Distribution | str], n: int, seed: int) -> dict[str, np.ndarray]:
     """n values of every id, drawn from its distribution."""
-    _check_n(n, len(specs))
+    check_ensemble_size(n, len(specs))
     out = {}
     for sbml_id, dist in specs.items():
         if isinstance(dist, str):
@@ -192,7 +192,7 @@ def sample(specs: Mapping[str, Distribution | str], n: int, seed: int) -> dict[s
     return out
 
 
-def _check_n(n: int, ids: int = 0) -> None:
+def check_ensemble_size(n: int, ids: int = 0) -> None:
     """A positive size whose `ids` columns of draws fit in memory (checked before
     drawing: --ensemble 10^10 is an OptionError, not a MemoryError minutes later)."""
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
@@ -273,7 +273,7 @@ def sample_petab(path: str | Path, n: int, seed: int,
     Returns (sets, ids left out): a PEtab table also lists observable and noise
     parameters, which are not in the SBML model; those are left out, not an error."""
     table = read_petab_parameters(path)
-    _check_n(n, len(table))
+    check_ensemble_size(n, len(table))
     left_out = [p.id for p in table
                 if network is not None and network.kind_of(p.id) not in SETTABLE_KINDS]
     sets = {p.id: p.sample(seed, n) for p in table if p.id not in left_out}
@@ -305,7 +305,7 @@ def combine(network: Network | None, *, table: str | Path | None = None,
             sets[k], sources[k] = np.asarray(v, dtype=float), source
 
     if n is not None:
-        _check_n(n)
+        check_ensemble_size(n)
     if table is not None:
         values = read_table(table)
         rows = len(next(iter(values.values())))

@@ -206,6 +206,13 @@ def test_unknown_parameter_in_table(problem, tmp_path):
         simulate_problem(problem, parameters=table, device="cpu")
 
 
+@pytest.mark.parametrize("n, message", [(0, "must be a positive integer"),
+                                         (10**14, "would need .* GB for the parameter sets")])
+def test_an_ensemble_size_that_cannot_be_is_an_option_error(problem, n, message):
+    with pytest.raises(OptionError, match=message):
+        simulate_problem(problem, ensemble=n, device="cpu")
+
+
 def test_unsupported_noise_distribution_is_refused(tmp_path):
     path = write_problem(tmp_path, **{"observables.tsv": OBSERVABLES.replace("laplace",
                                                                              "cauchy")})

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..ensemble import read_table
+from ..ensemble import check_ensemble_size, read_table
 from ..errors import OptionError
 from .problem import PetabProblem
 
@@ -26,8 +26,7 @@ def nominal_sets(p: PetabProblem) -> dict[str, np.ndarray]:
 def sampled_sets(p: PetabProblem, n: int, seed: int) -> dict[str, np.ndarray]:
     """n sets: estimated parameters uniform within their bounds on their scale, the
     others at their nominal value (core/ensemble.py's PetabParameter.sample)."""
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise OptionError("ensemble", f"{n!r}: the ensemble size must be a positive integer")
+    check_ensemble_size(n, len(p.parameters))
     return {q.id: q.sample(seed, int(n)) for q in p.parameters}
 
 
