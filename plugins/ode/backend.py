@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from sbmlgpu.backend import Backend, BackendOptions, Program
-from sbmlgpu.ir import Network
 
 from .options import OdeOptions
+
+if TYPE_CHECKING:  # pragma: no cover - the IR imports sympy: only for annotations
+    from sbmlgpu.ir import Network
 
 
 class OdeBackend(Backend):
