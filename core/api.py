@@ -157,7 +157,7 @@ def choose_backend(task_cls: type[Task], network: Network, backend: str | None,
     backend's refusal, or one whose options were given, is the user's error."""
     chosen = plugin_manager.backend_for(task_cls, backend)
     try:
-        chosen.check_supported(network)
+        _check_supported(chosen, network)
     except UnsupportedModelError as refusal:
         fallback = task_cls.fallback_backend
         if backend is not None or fallback in (None, chosen.name):
@@ -167,12 +167,32 @@ def choose_backend(task_cls: type[Task], network: Network, backend: str | None,
                      f"to {fallback!r}")
             raise
         other = plugin_manager.backend_for(task_cls, fallback)
-        other.check_supported(network)  # its own refusal if it refuses too
+        _check_supported(other, network)  # its own refusal if it refuses too
         refused = "; ".join(refusal.features)
         log.info(f"the default backend {chosen.name!r} refuses this model ({refused}): "
                  f"running it on {other.name!r} instead (--backend names one)")
         return other
     return chosen
+
+
+def _check_supported(backend: Backend, network: Network) -> None:
+    """backend.check_supported, remembered on the network when it accepts it (a
+    refusal is not remembered: it raises again, with its message)."""
+    from .views.cache import memoised
+
+    memoised(network, ("supported", backend.name, type(backend)),
+             lambda: backend.check_supported(network) or True)
+
+
+def compiled_program(backend: Backend, network: Network, options: BackendOptions, device):
+    """backend.compile, once per loaded network, backend, options and device: a
+    repeated run of a loaded model reuses its generated kernels, views, method checks
+    and engines (issue 13: in-process fixed cost)."""
+    from .views.cache import memoised
+
+    settings = repr(sorted(dataclasses.asdict(options).items()))
+    return memoised(network, ("program", backend.name, type(backend), settings, id(device)),
+                    lambda: backend.compile(network, options, device))
 
 
 def execute(model, task: Task, backend: str | None = None, *, options=None, device="auto",
@@ -193,7 +213,7 @@ def execute(model, task: Task, backend: str | None = None, *, options=None, devi
 
         check_result_size(task, network)
     devices = select_devices(device, chosen)
-    program = chosen.compile(network, opts, devices[0] if devices else None)
+    program = compiled_program(chosen, network, opts, devices[0] if devices else None)
     profiler = Profiler(observers=plugin_manager.profile_observers())
     scheduler = Scheduler(devices=devices, progress=task.progress, profiler=profiler)
     try:

@@ -249,9 +249,17 @@ def _backend_items(answer, where: Provided) -> list[tuple[str, "Backend"]]:
 
 
 def backend_entries(pm: pluggy.PluginManager | None = None) -> dict[str, Provided]:
-    """{backend name: Provided(backend, plugin, distribution, version)}, sorted by name."""
-    entries = _entries(pm, "sbmlgpu_backends", "backend", _backend_items)
-    return dict(sorted(entries.items()))
+    """{backend name: Provided(backend, plugin, distribution, version)}, sorted by name;
+    memoised per set of registered plugins, as _origins is: a run asks several times,
+    and the same Backend instances let a loaded model keep its compiled programs."""
+    pm = pm or manager()
+    key = frozenset(id(plugin) for plugin in pm.get_plugins())
+    cache = pm.__dict__.setdefault("sbmlgpu_backend_entries", {})
+    if key not in cache:
+        entries = _entries(pm, "sbmlgpu_backends", "backend", _backend_items)
+        cache.clear()
+        cache[key] = dict(sorted(entries.items()))
+    return dict(cache[key])
 
 
 def backends(pm: pluggy.PluginManager | None = None) -> dict[str, "Backend"]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -30,8 +31,10 @@ from ..codegen.templates import render
 from ..ensemble_summary import BinGrid, EnsembleStats
 from ..profile import phase
 from ..runtime.layout import member_major
-from .codegen import KernelSource
 from . import summary
+
+if TYPE_CHECKING:  # pragma: no cover - codegen imports sympy; a cached kernel runs without it
+    from .kernel_source import KernelSource
 
 PACKAGE = "sbmlgpu.ode"
 

@@ -83,3 +83,9 @@ def host_kernel(source: KernelSource) -> HostKernel:
     """The host build of `source`, loaded (built and loaded once per process and set
     of flags: a plain and an FMA build of one source do not mix)."""
     return HostKernel(source, host.load(source.text, source.name, FLAGS))
+
+
+def host_library(source: KernelSource):
+    """The path of the host build of `source` (built on a cache miss): what the model
+    cache records so that a later process loads it without probing the compiler."""
+    return host.build(source.text, source.name, FLAGS)
