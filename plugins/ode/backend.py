@@ -31,3 +31,9 @@ class OdeBackend(Backend):
         options = OdeOptions.coerce(options)
         self.check_supported(network)
         return OdeProgram(network, ode_system(network), options, device)
+
+    def restore(self, state: dict, options: BackendOptions, device=None) -> Program:
+        """A program from the model cache's state (sbmlgpu.model_cache; warm.py)."""
+        from .warm import WarmOdeProgram
+
+        return WarmOdeProgram(state, OdeOptions.coerce(options), device)

@@ -25,7 +25,7 @@ from sbmlgpu.errors import DeviceError
 from sbmlgpu.runtime import host
 from sbmlgpu.runtime.host import EXTRA_FLAGS_ENV, HostCompileError  # noqa: F401 (re-exported)
 
-from sbmlgpu.ode.codegen import KernelSource
+from sbmlgpu.ode.kernel_source import KernelSource
 
 #: The ODE kernel's own flags: its host entry point, and no warnings (the generated
 #: code has unused parameters and variables by design).

@@ -29,7 +29,6 @@ from sbmlgpu.backend import Program
 from sbmlgpu.tasks import TimeCourse
 from sbmlgpu.ensemble_summary import OVER_OK_MEMBERS
 from sbmlgpu.errors import OptionError
-from sbmlgpu.ir import Network
 from sbmlgpu.ode.engines import BatchOutput, GpuEngine, LaunchConfig, bytes_per_member
 from sbmlgpu.ode.kernel_source import KernelSource
 from sbmlgpu.outputs import default_outputs
@@ -44,6 +43,7 @@ from .options import OdeOptions
 from .specialised import Specialisation, SpecialisationCache
 
 if TYPE_CHECKING:  # pragma: no cover - these import sympy, which a cached run skips
+    from sbmlgpu.ir import Network
     from sbmlgpu.ode.model import KernelModel
     from sbmlgpu.views.ode import OdeSystem
 
@@ -238,13 +238,16 @@ class OdeProgram(Program):
             source, engine = self._engine(model, method)
         return cache.add(key, Specialisation(method, why, source, engine, bool(model.draws)))
 
-    def warm_state(self) -> dict:
+    def warm_state(self, previous: dict | None = None) -> dict:
         """What a run in a new process needs to skip sympy (sbmlgpu.model_cache;
-        warm.py reads it): the default outputs and every specialisation so far."""
+        warm.py reads it): the default outputs and every specialisation so far,
+        merged with `previous` (the entry's state before)."""
         from .native import host_library
+        from .warm import merged
 
-        return {"default_outputs": list(default_outputs(self.network)),
-                "runs": self.specialised.export(lambda spec: str(host_library(spec.source)))}
+        return merged(previous, {
+            "default_outputs": list(default_outputs(self.network)),
+            "runs": self.specialised.export(lambda spec: str(host_library(spec.source)))})
 
     def _outputs(self, task: TimeCourse) -> tuple[str, ...]:
         return tuple(task.outputs or default_outputs(self.network))
