@@ -144,11 +144,11 @@ def load(entry_key: str) -> dict | None:
     """The entry, or None: missing, or unreadable (then removed, to be rebuilt)."""
     path = entry_path(entry_key)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError:
         return None
     try:
-        entry = json.loads(text)
+        entry = json.loads(data)  # bytes: a damaged encoding is a ValueError here too
         if not isinstance(entry, dict) or entry.get("format") != FORMAT \
                 or entry.get("key") != entry_key:
             raise ValueError("not an entry of this format")

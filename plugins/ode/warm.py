@@ -32,8 +32,14 @@ def record_key(record: dict) -> tuple:
 
 
 def merged(previous: dict | None, state: dict) -> dict:
-    """`state` with the runs of `previous` it does not replace, newest last."""
-    runs = {record_key(r): r for r in (previous or {}).get("runs", ())}
+    """`state` with the runs of `previous` it does not replace, newest last (records
+    of `previous` that cannot be read are dropped)."""
+    runs = {}
+    for record in (previous or {}).get("runs", ()):
+        try:
+            runs[record_key(record)] = record
+        except (KeyError, TypeError, ValueError, AttributeError):
+            continue
     runs.update({record_key(r): r for r in state["runs"]})
     return {**state, "runs": list(runs.values())[-MAX_RUNS:]}
 
