@@ -289,9 +289,11 @@ class CachedRun:
 
     @classmethod
     def open(cls, model, task: Task, backend, options, device) -> "CachedRun | None":
-        """None where the cache does not apply: disabled, or the model is not a file."""
+        """None where the cache does not apply: disabled, the model is not a file, or
+        a plugin's network pass runs (its effect, or its report of a failure, may
+        depend on more than the file: it runs every time)."""
         path = model_cache.model_file(model)
-        if path is None or not model_cache.enabled():
+        if path is None or not model_cache.enabled() or plugin_manager.has_transforms():
             return None
         try:
             key = model_cache.key(path, kind=task.kind, backend=backend, options=options,

@@ -10,8 +10,9 @@ changes what a run computes:
   device as asked for ("auto", "cpu", GPU indices);
 - the compilers: the host C++ compiler's and nvcc's resolved paths, sizes and
   modification times, $CXX and $SBMLGPU_EXTRA_CXXFLAGS (a new toolkit misses);
-- the installed plugins (name, distribution, version): a network pass or backend
-  that changed misses too.
+- the installed plugins (name, distribution, version): a backend that changed
+  misses too. Where a plugin's network pass (`sbmlgpu_transform_network`) is
+  installed the cache is not used at all: a pass may read more than the file.
 
 It holds what a run needs that would otherwise come from the model: the backend
 chosen, the device it ran on, the model's id and source (for the metadata), the

@@ -195,3 +195,26 @@ def test_a_loaded_model_compiles_and_checks_its_method_once(cache, monkeypatch):
                 parameters={"p1": [1.0, 1.3]})
     assert (len(compiled), len(checked)) == (1, 3)
     assert entries(cache) == []  # a Network is not a file: nothing written
+
+
+def test_a_network_pass_turns_the_cache_off(cache):
+    from sbmlgpu import plugin_manager
+    from sbmlgpu.hookspecs import hookimpl
+
+    class Pass:
+        calls = 0
+
+        @hookimpl
+        def sbmlgpu_transform_network(self, network):
+            Pass.calls += 1  # a pass may read more than the file: it must run every time
+
+    pm = plugin_manager.manager()
+    plugin = Pass()
+    pm.register(plugin, name="test-pass")
+    try:
+        simulate(str(MODEL))
+        simulate(str(MODEL))
+    finally:
+        pm.unregister(plugin)
+    assert Pass.calls == 2
+    assert entries(cache) == []
