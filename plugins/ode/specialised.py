@@ -69,6 +69,8 @@ class SpecialisationCache:
         return self._methods[key]
 
     def add(self, key: tuple, spec: Specialisation) -> Specialisation:
+        if len(self.runs) >= MAX_METHODS:  # one per method check at most: same bound
+            self.runs.pop(next(iter(self.runs)))
         self.runs[key] = spec
         return spec
 
