@@ -195,8 +195,11 @@ def compiled_program(backend: Backend, network: Network, options: BackendOptions
     from .views.cache import memoised
 
     settings = repr(sorted(dataclasses.asdict(options).items()))
-    return memoised(network, ("program", backend.name, type(backend), settings, id(device)),
-                    lambda: backend.compile(network, options, device))
+    # a program keeps its loaded kernels: built under other compiler settings
+    # ($SBMLGPU_EXTRA_CXXFLAGS, $CXX) it is another program
+    key = ("program", backend.name, type(backend), settings, id(device),
+           model_cache.build_environment())
+    return memoised(network, key, lambda: backend.compile(network, options, device))
 
 
 def execute(model, task: Task, backend: str | None = None, *, options=None, device="auto",

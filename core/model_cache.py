@@ -96,13 +96,22 @@ def _stamp(path: str | None) -> list | None:
     return [real, st.st_size, st.st_mtime_ns]
 
 
+def build_environment() -> tuple:
+    """What chooses how host kernels are built, read at every build: the compiler
+    ($CXX, else the first on PATH) and $SBMLGPU_EXTRA_CXXFLAGS. A program compiled
+    under other values is another program."""
+    from .runtime import host
+
+    return (os.environ.get("CXX"), host.find_compiler(), host.extra_flags())
+
+
 def compilers() -> dict[str, Any]:
     """What identifies the compilers a run may use, without running them."""
     from .codegen import compile_check
     from .runtime import host
 
     return {"cxx": _stamp(host.find_compiler()), "nvcc": _stamp(compile_check.nvcc_path()),
-            "CXX": os.environ.get("CXX"), host.EXTRA_FLAGS_ENV: host.extra_flags()}
+            "environment": build_environment()}
 
 
 def _options(options) -> Any:

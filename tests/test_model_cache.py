@@ -218,3 +218,17 @@ def test_a_network_pass_turns_the_cache_off(cache):
         pm.unregister(plugin)
     assert Pass.calls == 2
     assert entries(cache) == []
+
+
+def test_a_loaded_model_builds_again_under_other_compiler_flags(cache, monkeypatch):
+    import sbmlgpu
+
+    network = sbmlgpu.load(str(MODEL))
+    compiled = []
+    real_compile = OdeBackend.compile
+    monkeypatch.setattr(OdeBackend, "compile",
+                        lambda self, *a, **k: compiled.append(1) or real_compile(self, *a, **k))
+    sbmlgpu.run(network, end=10, points=11, device="cpu", progress=False)
+    monkeypatch.setenv("SBMLGPU_EXTRA_CXXFLAGS", "-O1")  # read at every build
+    sbmlgpu.run(network, end=10, points=11, device="cpu", progress=False)
+    assert len(compiled) == 2
