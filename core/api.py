@@ -15,18 +15,20 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
-from . import plugin_manager
+from . import model_cache, plugin_manager
 from .backend import Backend, BackendOptions
 from .errors import OptionError, UnsupportedModelError
-from .ir import Network
 from .profile import Profiler
 from .results import Result
 from .schedule import Scheduler
 from .tasks import DEFAULT_POINTS, Task, TimeCourse, output_times  # noqa: F401 - re-exported
+
+if TYPE_CHECKING:  # pragma: no cover - the IR imports sympy, which a cached run skips
+    from .ir import Network
 
 log = logging.getLogger("sbmlgpu")
 
@@ -42,6 +44,8 @@ class RunOutcome:
 
 
 def load_model(model) -> Network:
+    from .ir import Network
+
     if isinstance(model, Network):
         return model
     from . import load
@@ -157,7 +161,7 @@ def choose_backend(task_cls: type[Task], network: Network, backend: str | None,
     backend's refusal, or one whose options were given, is the user's error."""
     chosen = plugin_manager.backend_for(task_cls, backend)
     try:
-        chosen.check_supported(network)
+        _check_supported(chosen, network)
     except UnsupportedModelError as refusal:
         fallback = task_cls.fallback_backend
         if backend is not None or fallback in (None, chosen.name):
@@ -167,7 +171,7 @@ def choose_backend(task_cls: type[Task], network: Network, backend: str | None,
                      f"to {fallback!r}")
             raise
         other = plugin_manager.backend_for(task_cls, fallback)
-        other.check_supported(network)  # its own refusal if it refuses too
+        _check_supported(other, network)  # its own refusal if it refuses too
         refused = "; ".join(refusal.features)
         log.info(f"the default backend {chosen.name!r} refuses this model ({refused}): "
                  f"running it on {other.name!r} instead (--backend names one)")
@@ -175,15 +179,47 @@ def choose_backend(task_cls: type[Task], network: Network, backend: str | None,
     return chosen
 
 
+def _check_supported(backend: Backend, network: Network) -> None:
+    """backend.check_supported, remembered on the network when it accepts it (a
+    refusal is not remembered: it raises again, with its message)."""
+    from .views.cache import memoised
+
+    memoised(network, ("supported", backend.name, type(backend)),
+             lambda: backend.check_supported(network) or True)
+
+
+def compiled_program(backend: Backend, network: Network, options: BackendOptions, device):
+    """backend.compile, once per loaded network, backend, options and device: a
+    repeated run of a loaded model reuses its generated kernels, views, method checks
+    and engines (issue 13: in-process fixed cost)."""
+    from .views.cache import memoised
+
+    settings = repr(sorted(dataclasses.asdict(options).items()))
+    # a program keeps its loaded kernels: built under other compiler settings
+    # ($SBMLGPU_EXTRA_CXXFLAGS, $CXX) it is another program
+    key = ("program", backend.name, type(backend), settings, id(device),
+           model_cache.build_environment())
+    return memoised(network, key, lambda: backend.compile(network, options, device))
+
+
 def execute(model, task: Task, backend: str | None = None, *, options=None, device="auto",
-            keep_source: str | Path | None = None, profile: str | Path | None = None
-            ) -> RunOutcome:
+            keep_source: str | Path | None = None, profile: str | Path | None = None,
+            cache: bool = True) -> RunOutcome:
     """Answer `task` for `model` with `backend` (None: the task's default, falling back
     as choose_backend says, or the one installed backend that implements it); the
-    result, profiler and files written."""
+    result, profiler and files written. A model given as a file goes through the
+    compiled-model cache (sbmlgpu.model_cache) unless `cache` is False or
+    $SBMLGPU_MODEL_CACHE=0."""
     started = time.perf_counter()
     if not isinstance(task, Task):
         raise OptionError("task", f"{task!r} is not a task (sbmlgpu.tasks)")
+    cached = CachedRun.open(model, task, backend, options, device) if cache else None
+    if cached is not None and cached.entry is not None:
+        try:
+            return cached.run_warm(task, options, device, keep_source, profile, started)
+        except model_cache.Miss as miss:
+            log.debug(f"model cache: {miss}; running cold")
+    bound = model_cache.bound_key(task)
     network = plugin_manager.transform(load_model(model))
     chosen = choose_backend(type(task), network, backend, options)
     opts = backend_options(chosen, options)
@@ -193,7 +229,17 @@ def execute(model, task: Task, backend: str | None = None, *, options=None, devi
 
         check_result_size(task, network)
     devices = select_devices(device, chosen)
-    program = chosen.compile(network, opts, devices[0] if devices else None)
+    program = compiled_program(chosen, network, opts, devices[0] if devices else None)
+    outcome = _run_program(program, chosen, opts, devices, task, network, network.id,
+                           network.source, keep_source, profile, started)
+    if cached is not None:
+        cached.save(program, chosen, devices, network, bound, task)
+    return outcome
+
+
+def _run_program(program, chosen: Backend, opts, devices, task: Task, network,
+                 model_id: str, source, keep_source, profile, started: float) -> RunOutcome:
+    """Run a compiled program (cold or from the model cache) and dress its result."""
     profiler = Profiler(observers=plugin_manager.profile_observers())
     scheduler = Scheduler(devices=devices, progress=task.progress, profiler=profiler)
     try:
@@ -201,7 +247,7 @@ def execute(model, task: Task, backend: str | None = None, *, options=None, devi
     finally:
         # after the run: backends generate kernels per run (they depend on which
         # parameters vary and on the outputs), and a failed run's kernels help most
-        files = (keep_sources(program, keep_source, chosen.name, network.id)
+        files = (keep_sources(program, keep_source, chosen.name, model_id)
                  if keep_source else [])
     expected = type(task).result_class
     if not isinstance(result, expected):
@@ -212,9 +258,9 @@ def execute(model, task: Task, backend: str | None = None, *, options=None, devi
     from . import __version__
 
     result.metadata = {
-        "model": network.id, "source": network.source, "backend": chosen.name,
+        "model": model_id, "source": source, "backend": chosen.name,
         "plugin": f"{distribution} {version}".strip(),
-        "device": ", ".join(d.properties.name for d in devices) or "cpu",
+        "device": device_names(devices),
         "options": dataclasses.asdict(opts), "seed": getattr(task, "seed", None),
         "task": task.describe(), "sbmlgpu": __version__,
         **(result.metadata or {}),
@@ -230,6 +276,86 @@ def execute(model, task: Task, backend: str | None = None, *, options=None, devi
     if profile:
         files += write_profile(profiler, profile)
     return RunOutcome(result, network, profiler, files)
+
+
+def device_names(devices) -> str:
+    return ", ".join(d.properties.name for d in devices) or "cpu"
+
+
+@dataclass
+class CachedRun:
+    """A run of a model file through sbmlgpu.model_cache: its key, and the entry
+    found under it (None: a miss)."""
+
+    key: str
+    entry: dict | None
+
+    @classmethod
+    def open(cls, model, task: Task, backend, options, device) -> "CachedRun | None":
+        """None where the cache does not apply: disabled, the model is not a file, or
+        a plugin's network pass runs (its effect, or its report of a failure, may
+        depend on more than the file: it runs every time)."""
+        path = model_cache.model_file(model)
+        if path is None or not model_cache.enabled() or plugin_manager.has_transforms():
+            return None
+        try:
+            key = model_cache.key(path, kind=task.kind, backend=backend, options=options,
+                                  device=device)
+        except OSError:
+            return None
+        return cls(key, model_cache.load(key))
+
+    def run_warm(self, task: Task, options, device, keep_source, profile,
+                 started: float) -> RunOutcome:
+        """The run from the entry; model_cache.Miss where the entry cannot answer it."""
+        entry = self.entry
+        try:
+            chosen = plugin_manager.backend(entry["backend"])
+            restore = getattr(chosen, "restore", None)
+            outputs = entry["bound"][model_cache.bound_key(task)]
+            model_id, source = entry["model"], entry["source"]
+        except (KeyError, TypeError, OptionError) as exc:
+            raise model_cache.Miss(f"the entry does not answer this task ({exc})") from None
+        if restore is None:
+            raise model_cache.Miss(f"backend {chosen.name!r} cannot run from the cache")
+        opts = backend_options(chosen, options)
+        task.validate()
+        if outputs is not None:
+            task.outputs = tuple(outputs)  # as the model check wrote them
+        if isinstance(task, TimeCourse):
+            from .tasks.limits import check_result_size
+
+            columns = task.outputs or tuple(entry.get("default_outputs") or ())
+            check_result_size(dataclasses.replace(task, outputs=columns), None)
+        devices = select_devices(device, chosen)
+        if device_names(devices) != entry.get("device"):
+            raise model_cache.Miss("another device than the cached run's")
+        program = restore(entry["program"], opts, devices[0] if devices else None)
+        return _run_program(program, chosen, opts, devices, task, None, model_id, source,
+                            keep_source, profile, started)
+
+    def save(self, program, chosen: Backend, devices, network: Network, bound: str,
+             task: Task) -> None:
+        """Store (merge into) the entry after a cold run; backends without the
+        protocol store nothing."""
+        warm_state = getattr(program, "warm_state", None)
+        if warm_state is None or not hasattr(chosen, "restore"):
+            return
+        previous = self.entry or {}
+        same = previous.get("backend") == chosen.name \
+            and previous.get("device") == device_names(devices)
+        try:
+            state = warm_state(previous.get("program") if same else None)
+        except Exception as exc:  # noqa: BLE001 - a cache that cannot be written costs time only
+            log.debug(f"model cache: no state from {chosen.name!r} ({exc})")
+            return
+        outputs = getattr(task, "outputs", None)
+        model_cache.store(self.key, {
+            "backend": chosen.name, "device": device_names(devices),
+            "model": network.id, "source": network.source, "program": state,
+            "default_outputs": list(state.get("default_outputs", ())),
+            "bound": {**(previous.get("bound", {}) if same else {}),
+                      bound: None if outputs is None else list(outputs)}})
 
 
 def time_course_notes(result, task: TimeCourse) -> list[str]:

@@ -100,6 +100,9 @@ def _add_task_command(sub, task_cls, argv: list[str]) -> None:
                         "(FILE.trace.json), and print the summary table")
     o.add_argument("--keep-source", metavar="DIR", help="write the generated kernel sources to DIR")
     o.add_argument("--no-progress", action="store_true", help="no progress bar")
+    o.add_argument("--no-cache", action="store_true",
+                   help="neither use nor write the compiled-model cache ($SBMLGPU_CACHE_DIR/"
+                        "models; $SBMLGPU_MODEL_CACHE=0 disables it everywhere)")
     d = p.add_argument_group("devices").add_mutually_exclusive_group()
     d.add_argument("--cpu", action="store_true", help="use the CPU path even if a GPU is present")
     d.add_argument("--devices", type=_int_list, metavar="LIST",
@@ -225,13 +228,17 @@ def cmd_task(args) -> int:
     from .results import TimeCourseResult
 
     task_cls = args.task_cls
-    network = load(args.model)
+    # the model is loaded here only where the task's flags read it (a PEtab parameter
+    # table); otherwise execute() loads it, or finds it in the compiled-model cache
+    network = load(args.model) if getattr(args, "petab_parameters", None) else None
     values = collected_task_fields(args, task_cls)
     task = task_cls.from_arguments({**values, "progress": not args.no_progress}, args, network)
     device = "cpu" if args.cpu else (args.devices if args.devices else "auto")
     outdir = Path(args.outdir)
-    outcome = api.execute(network, task, args.backend, options=collected_options(args),
-                          device=device, keep_source=args.keep_source, profile=args.profile)
+    outcome = api.execute(network or args.model, task, args.backend,
+                          options=collected_options(args), device=device,
+                          keep_source=args.keep_source, profile=args.profile,
+                          cache=not args.no_cache)
     result = outcome.result
     if (result.metadata or {}).get("mpi_rank", 0) != 0:
         return 0  # an MPI rank other than the root: rank 0 writes the result

@@ -13,13 +13,15 @@ import hashlib
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from .errors import OptionError
-from .ir import Network
 from .text_table import read_records, read_rows
+
+if TYPE_CHECKING:  # pragma: no cover - the IR imports sympy: only for annotations
+    from .ir import Network
 
 SETTABLE_KINDS = ("parameter", "species", "compartment", "species_reference")
 

@@ -28,10 +28,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from .errors import OptionError
-from .ir import Network
+
+if TYPE_CHECKING:  # pragma: no cover - the IR imports sympy: only for annotations
+    from .ir import Network
 
 VALUE, AMOUNT, CONCENTRATION = "value", "amount", "concentration"
 KINDS = (VALUE, AMOUNT, CONCENTRATION)

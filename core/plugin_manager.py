@@ -84,9 +84,12 @@ def _entry_points() -> list[tuple[Any, Any]]:
     clashes: dict[str, list[str]] = {}
     names_done: set[tuple[str, str]] = set()
     for dist in importlib.metadata.distributions():
+        ours = [ep for ep in dist.entry_points if ep.group == GROUP]
+        if not ours:
+            continue  # its name is not read: parsing every METADATA took 0.15 s a run
         dist_name = dist.metadata["Name"]
-        for ep in dist.entry_points:
-            if ep.group != GROUP or (dist_name, ep.name) in names_done:
+        for ep in ours:
+            if (dist_name, ep.name) in names_done:
                 continue
             names_done.add((dist_name, ep.name))
             if ep.name in seen and seen[ep.name][0].metadata["Name"] != dist_name:
@@ -249,9 +252,17 @@ def _backend_items(answer, where: Provided) -> list[tuple[str, "Backend"]]:
 
 
 def backend_entries(pm: pluggy.PluginManager | None = None) -> dict[str, Provided]:
-    """{backend name: Provided(backend, plugin, distribution, version)}, sorted by name."""
-    entries = _entries(pm, "sbmlgpu_backends", "backend", _backend_items)
-    return dict(sorted(entries.items()))
+    """{backend name: Provided(backend, plugin, distribution, version)}, sorted by name;
+    memoised per set of registered plugins, as _origins is: a run asks several times,
+    and the same Backend instances let a loaded model keep its compiled programs."""
+    pm = pm or manager()
+    key = frozenset(id(plugin) for plugin in pm.get_plugins())
+    cache = pm.__dict__.setdefault("sbmlgpu_backend_entries", {})
+    if key not in cache:
+        entries = _entries(pm, "sbmlgpu_backends", "backend", _backend_items)
+        cache.clear()
+        cache[key] = dict(sorted(entries.items()))
+    return dict(cache[key])
 
 
 def backends(pm: pluggy.PluginManager | None = None) -> dict[str, "Backend"]:
@@ -375,6 +386,12 @@ def _transform_order(impls) -> list:
     plain = [i for i in impls if not i.tryfirst and not i.trylast and not i.hookwrapper
              and not getattr(i, "wrapper", False)]
     return first + plain + last
+
+
+def has_transforms(pm: pluggy.PluginManager | None = None) -> bool:
+    """True when some plugin implements `sbmlgpu_transform_network`."""
+    pm = pm or manager()
+    return bool(_transform_order(pm.hook.sbmlgpu_transform_network.get_hookimpls()))
 
 
 def transform(network: "Network", pm: pluggy.PluginManager | None = None) -> "Network":

@@ -27,6 +27,7 @@ from ..errors import OptionError
 from ..ir import TIME
 from . import naming, sparse_lu
 from .atoms import use_symbol
+from .kernel_source import KernelSource
 from .model import KernelModel
 from .sinks import TrajectorySink
 
@@ -36,20 +37,6 @@ LU_STATIC_MAX = 12
 #: largest system whose right-hand side and Jacobian are inlined at every call
 INLINE_MODEL_MAX = 32
 INDENT = "    "
-
-
-@dataclass(frozen=True)
-class KernelSource:
-    name: str  # file name for --keep-source
-    text: str
-    kernel: str  # the __global__ function
-    method: str
-    precision: str
-    flops_per_rhs: float
-    flops_per_step: float  # one attempted step (what the step counter counts)
-    flops_per_output: float
-    jacobian: str  # "analytic", "fd" or "none"
-    linear_algebra: str = "none"  # rodas4: "dense LU" or "sparse LU (nnz)"
 
 
 def model_printer(model: KernelModel, precision: str) -> CudaPrinter:

@@ -23,15 +23,17 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..codegen.templates import render
 from ..ensemble_summary import BinGrid, EnsembleStats
 from ..profile import phase
 from ..runtime.layout import member_major
-from .codegen import KernelSource
 from . import summary
+
+if TYPE_CHECKING:  # pragma: no cover - codegen imports sympy; a cached kernel runs without it
+    from .kernel_source import KernelSource
 
 PACKAGE = "sbmlgpu.ode"
 
@@ -102,6 +104,8 @@ class GpuEngine:
     def summary_kernels(self, device):
         with self._lock:
             if device.index not in self._summary:
+                from ..codegen.templates import render  # jinja2: only for this kernel
+
                 text = render(PACKAGE, "summary.cu", precision=self.source.precision)
                 module = device.compile(text, name=f"ode_summary_{self.source.precision}.cu")
                 self._summary[device.index] = (module.function("sbmlgpu_ode_moments"),

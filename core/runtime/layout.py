@@ -21,7 +21,6 @@ import weakref
 
 import numpy as np
 
-from ..codegen.templates import CORE_PACKAGE, render
 from ..profile import phase
 from .base import Device
 from .transfer import download_staged
@@ -49,6 +48,8 @@ def transpose_kernel(device, dtype):
     with _lock:
         compiled = _kernels.setdefault(device, {})
         if precision not in compiled:
+            from ..codegen.templates import CORE_PACKAGE, render  # jinja2: GPU runs only
+
             text = render(CORE_PACKAGE, "transpose.cu", precision=precision)
             module = device.compile(text, name=f"member_major_{precision}.cu")
             compiled[precision] = module.function(KERNEL)

@@ -7,11 +7,15 @@ integrates, counts and infers. README.md beside this file describes the method.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from sbmlgpu.backend import Backend, BackendOptions
-from sbmlgpu.ir import Network
 from sbmlgpu.tasks import DbnApproximation
 
 from .options import DbnOptions
+
+if TYPE_CHECKING:  # pragma: no cover - the IR imports sympy: only for annotations
+    from sbmlgpu.ir import Network
 
 
 class DbnBackend(Backend):

@@ -8,11 +8,15 @@ describes the method.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from sbmlgpu.backend import Backend, BackendOptions
-from sbmlgpu.ir import Network
 from sbmlgpu.tasks import Estimation
 
 from .options import IntervalOptions
+
+if TYPE_CHECKING:  # pragma: no cover - the IR imports sympy: only for annotations
+    from sbmlgpu.ir import Network
 
 
 class IntervalBackend(Backend):

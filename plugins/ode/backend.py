@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from sbmlgpu.backend import Backend, BackendOptions, Program
-from sbmlgpu.ir import Network
 
 from .options import OdeOptions
+
+if TYPE_CHECKING:  # pragma: no cover - the IR imports sympy: only for annotations
+    from sbmlgpu.ir import Network
 
 
 class OdeBackend(Backend):
@@ -27,3 +31,9 @@ class OdeBackend(Backend):
         options = OdeOptions.coerce(options)
         self.check_supported(network)
         return OdeProgram(network, ode_system(network), options, device)
+
+    def restore(self, state: dict, options: BackendOptions, device=None) -> Program:
+        """A program from the model cache's state (sbmlgpu.model_cache; warm.py)."""
+        from .warm import WarmOdeProgram
+
+        return WarmOdeProgram(state, OdeOptions.coerce(options), device)

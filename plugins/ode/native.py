@@ -25,7 +25,7 @@ from sbmlgpu.errors import DeviceError
 from sbmlgpu.runtime import host
 from sbmlgpu.runtime.host import EXTRA_FLAGS_ENV, HostCompileError  # noqa: F401 (re-exported)
 
-from sbmlgpu.ode.codegen import KernelSource
+from sbmlgpu.ode.kernel_source import KernelSource
 
 #: The ODE kernel's own flags: its host entry point, and no warnings (the generated
 #: code has unused parameters and variables by design).
@@ -83,3 +83,9 @@ def host_kernel(source: KernelSource) -> HostKernel:
     """The host build of `source`, loaded (built and loaded once per process and set
     of flags: a plain and an FMA build of one source do not mix)."""
     return HostKernel(source, host.load(source.text, source.name, FLAGS))
+
+
+def host_library(source: KernelSource):
+    """The path of the host build of `source` (built on a cache miss): what the model
+    cache records so that a later process loads it without probing the compiler."""
+    return host.build(source.text, source.name, FLAGS)

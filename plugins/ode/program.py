@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -29,22 +29,23 @@ from sbmlgpu.backend import Program
 from sbmlgpu.tasks import TimeCourse
 from sbmlgpu.ensemble_summary import OVER_OK_MEMBERS
 from sbmlgpu.errors import OptionError
-from sbmlgpu.ir import Network
-from sbmlgpu.ode.codegen import KernelSource, generate
 from sbmlgpu.ode.engines import BatchOutput, GpuEngine, LaunchConfig, bytes_per_member
-from sbmlgpu.ode.model import KernelModel
+from sbmlgpu.ode.kernel_source import KernelSource
 from sbmlgpu.outputs import default_outputs
 from sbmlgpu.profile import phase
 from sbmlgpu.results import TimeCourseResult
 from sbmlgpu.schedule.ensemble import (BatchMemory, EnsembleJob, MemberBatch, MemberResults,
                                        Pilot, default_scheduler, run_ensemble)
 from sbmlgpu.schedule.spill import Spill
-from sbmlgpu.views.ode import OdeSystem
 
 from . import bundling, failures
-from .cpu import cpu_engine
 from .options import OdeOptions
-from .stiffness import choose_method
+from .specialised import Specialisation, SpecialisationCache
+
+if TYPE_CHECKING:  # pragma: no cover - these import sympy, which a cached run skips
+    from sbmlgpu.ir import Network
+    from sbmlgpu.ode.model import KernelModel
+    from sbmlgpu.views.ode import OdeSystem
 
 log = logging.getLogger("sbmlgpu.ode")
 WARP = 32
@@ -55,6 +56,8 @@ KERNEL = ("sbmlgpu.plugins.ode", "ode.cu")
 def kernel_source(model: KernelModel, method: str, precision: str = "double", *,
                   block_size: int = 128, jacobian: str = "auto") -> KernelSource:
     """The source of this backend's kernel for `model` integrated with `method`."""
+    from sbmlgpu.ode.codegen import generate
+
     return generate(model, method, precision, template=KERNEL, block_size=block_size,
                     jacobian=jacobian)
 
@@ -67,6 +70,9 @@ class OdeProgram(Program):
         self.device = device
         self._sources: dict[str, str] = {}
         self._engines: dict[tuple, tuple[KernelSource, Any]] = {}
+        #: per (varied, outputs, constants): the kernel model; per parameter values
+        #: too: the method check's answer (plugins/ode/specialised.py)
+        self.specialised = SpecialisationCache(auto_method=options.method == "auto")
         self.last_run: dict[str, Any] = {}
 
     # -- sources ----------------------------------------------------------------
@@ -76,6 +82,10 @@ class OdeProgram(Program):
         nominal parameters with the default outputs (so that --keep-source right after
         compile has something to keep)."""
         if not self._sources:
+            from sbmlgpu.ode.model import KernelModel
+
+            from .stiffness import choose_method
+
             model = KernelModel(self.ode, (), default_outputs(self.network))
             method = self.options.method
             if method == "auto":
@@ -97,6 +107,8 @@ class OdeProgram(Program):
             if self.device is not None:
                 engine = GpuEngine(source, self.options.fast_math)
             else:
+                from .cpu import cpu_engine
+
                 engine = cpu_engine(source, model, method, self.options)
             self._engines[key] = (source, engine)
         return self._engines[key]
@@ -105,7 +117,7 @@ class OdeProgram(Program):
     def run(self, task: TimeCourse, scheduler=None, profiler=None) -> TimeCourseResult:
         started = time.perf_counter()
         o = self.options
-        outputs = tuple(task.outputs or default_outputs(self.network))
+        outputs = self._outputs(task)
         times = np.asarray(task.times, dtype=float)
         n = int(task.ensemble_size)
         params = dict(task.parameters or {})
@@ -115,12 +127,9 @@ class OdeProgram(Program):
         constant = {k: float(np.asarray(v, dtype=float).reshape(-1)[0]) for k, v in params.items()
                     if n > 1 and _is_constant(v)}
         varied = tuple(k for k in params if k not in constant)
-        model = KernelModel(self.ode, varied, outputs, constant)
         table64 = _table(params, varied, n)
-        with phase(profiler, "choose method"):
-            method, why = self._method(model, table64, times)
-        with phase(profiler, "generate kernel"):
-            source, engine = self._engine(model, method)
+        spec = self._specialise(varied, outputs, constant, table64, times, profiler)
+        method, why, source, engine = spec.method, spec.why, spec.source, spec.engine
         table = table64.astype(engine.dtype, copy=False)
         rtol, atol = o.tolerances
         config = LaunchConfig(rtol=rtol, atol=atol, h0=o.h0, max_step=o.max_step, dt=o.dt,
@@ -207,12 +216,47 @@ class OdeProgram(Program):
                                 metadata=metadata, messages=failures.messages(
                                     outcome.status, times,
                                     None if task.summary else outcome.data,
-                                    draws=bool(model.draws)))
+                                    draws=spec.draws))
 
     # -- helpers ----------------------------------------------------------------
+    def _specialise(self, varied: tuple[str, ...], outputs: tuple[str, ...],
+                    constant: dict[str, float], table: np.ndarray, times: np.ndarray,
+                    profiler=None) -> Specialisation:
+        """The kernel and engine of a run: the method checked once per model and
+        parameter values, the kernel generated once per model and method."""
+        from sbmlgpu.ode.model import KernelModel
+
+        cache = self.specialised
+        key = cache.key(varied, outputs, constant, table, times)
+        if key in cache.runs:
+            return cache.runs[key]
+        model = cache.model(
+            varied, outputs, constant, lambda: KernelModel(self.ode, varied, outputs, constant))
+        with phase(profiler, "choose method"):
+            method, why = cache.method(key, lambda: self._method(model, table, times))
+        with phase(profiler, "generate kernel"):
+            source, engine = self._engine(model, method)
+        return cache.add(key, Specialisation(method, why, source, engine, bool(model.draws)))
+
+    def warm_state(self, previous: dict | None = None) -> dict:
+        """What a run in a new process needs to skip sympy (sbmlgpu.model_cache;
+        warm.py reads it): the default outputs and every specialisation so far,
+        merged with `previous` (the entry's state before)."""
+        from .native import host_library
+        from .warm import merged
+
+        return merged(previous, {
+            "default_outputs": list(default_outputs(self.network)),
+            "runs": self.specialised.export(lambda spec: str(host_library(spec.source)))})
+
+    def _outputs(self, task: TimeCourse) -> tuple[str, ...]:
+        return tuple(task.outputs or default_outputs(self.network))
+
     def _method(self, model: KernelModel, table: np.ndarray, times: np.ndarray):
         if self.options.method != "auto":
             return self.options.method, "chosen with --method"
+        from .stiffness import choose_method
+
         return choose_method(model, _probe_members(table), float(times[0]),
                              float(times[-1] - times[0]))
 

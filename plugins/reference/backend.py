@@ -8,9 +8,13 @@ and no cpu.py."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
 from sbmlgpu.backend import Backend, BackendOptions, Program, option
 from sbmlgpu.errors import OptionError
-from sbmlgpu.ir import Network
+
+if TYPE_CHECKING:  # pragma: no cover - the IR imports sympy: only for annotations
+    from sbmlgpu.ir import Network
 
 
 # The integrators of sbmlgpu.reference.simulate (its METHODS), listed here so that

@@ -7,12 +7,16 @@ folder: README.md.
 
 from __future__ import annotations
 
-from sbmlgpu.backend import Backend, BackendOptions
-from sbmlgpu.ir import Network
+from typing import TYPE_CHECKING
 
-from .model import build, unsupported
+from sbmlgpu.backend import Backend, BackendOptions
+
 from .options import SsaOptions
-from .program import SsaProgram
+
+if TYPE_CHECKING:  # pragma: no cover - the IR imports sympy: only for annotations
+    from sbmlgpu.ir import Network
+
+    from .program import SsaProgram
 
 
 class SsaBackend(Backend):
@@ -22,10 +26,15 @@ class SsaBackend(Backend):
     options_class = SsaOptions
 
     def supports(self, network: Network) -> list[tuple[str, tuple[str, ...]]]:
+        from .model import unsupported  # not at registration: it imports sympy
+
         return unsupported(network)
 
     def compile(self, network: Network, options: BackendOptions | None,
                 device=None) -> "SsaProgram":
+        from .model import build
+        from .program import SsaProgram
+
         options = SsaOptions.coerce(options)
         options.validate()
         return SsaProgram(build(network, options.rate_species), options, device)

@@ -23,12 +23,10 @@ from sbmlgpu.codegen.templates import render
 from sbmlgpu.ir import TIME
 
 from . import tuning
+from .choices import LAYOUTS, METHODS, UPDATES  # noqa: F401 (re-exported)
 from .expressions import Expressions, render_block
 
 PACKAGE = "sbmlgpu.plugins.ssa"
-LAYOUTS = ("register", "fat", "thin")
-UPDATES = ("full", "sparse")
-METHODS = ("direct", "optimized")
 
 
 @dataclass(frozen=True)

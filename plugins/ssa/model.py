@@ -53,7 +53,7 @@ from sbmlgpu.ir import TIME, Network
 from sbmlgpu.views import ode_system, stochastic_system
 from sbmlgpu.views.stochastic import unsupported as stochastic_unsupported
 
-RATE_SPECIES = ("sbml", "amount")
+from .choices import RATE_SPECIES  # noqa: F401 (re-exported)
 
 # Feature names (as core/features.py spells them) the SSA refuses, and why.
 _REFUSED_FEATURES = {

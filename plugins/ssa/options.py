@@ -7,8 +7,7 @@ from dataclasses import dataclass
 from sbmlgpu.backend import BackendOptions, option
 from sbmlgpu.errors import OptionError
 
-from .codegen import LAYOUTS, METHODS, UPDATES
-from .model import RATE_SPECIES
+from .choices import LAYOUTS, METHODS, RATE_SPECIES, UPDATES
 
 
 @dataclass

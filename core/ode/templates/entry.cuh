@@ -59,7 +59,9 @@ extern "C" int {{ sink.entry }}_host(long long n, const real_t* table, const rea
 {
     const ode_config cfg = ode_make_config(rtol, atol, h0, max_step, dt, max_steps, seed);
 #ifdef _OPENMP
-#pragma omp parallel for schedule(dynamic, 16)
+// no threads for one chunk of members: the team's start-up and barrier cost more
+// than a small run (issue 13: 30 ms for one member on a busy machine)
+#pragma omp parallel for schedule(dynamic, 16) if(n > 16)
 #endif
     for (long long i = 0; i < n; ++i) {
         unsigned long long member = members ? members[i] : first_member + (unsigned long long)i;

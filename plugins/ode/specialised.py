@@ -1,0 +1,90 @@
+"""What a run of the `ode` backend specialises, kept for the next run.
+
+Per (varied ids, outputs, constant values): the KernelModel (sympy work); per model
+and parameter values: the `--method auto` check (reference trajectories); per model
+and method: the kernel and its engine (OdeProgram._engine). A repeated
+`sbmlgpu.run` on a loaded model is then the integration alone (issue 13).
+
+`export()` writes the specialisations as JSON-able records for sbmlgpu.model_cache;
+warm.py runs them again in a new process without sympy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from sbmlgpu.ode.kernel_source import KernelSource
+
+#: method checks remembered per model (a sweep over many tables must not grow without end)
+MAX_METHODS = 64
+
+
+@dataclass(frozen=True)
+class Specialisation:
+    method: str
+    why: str
+    source: KernelSource
+    engine: Any
+    draws: bool
+
+
+def model_key(varied, outputs, constant: dict) -> tuple:
+    return (tuple(varied), tuple(outputs), tuple(sorted(constant.items())))
+
+
+def values_key(table: np.ndarray, times: np.ndarray) -> str:
+    """What the method check reads: the parameter table and the time span."""
+    digest = hashlib.sha256(np.ascontiguousarray(table, dtype=np.float64).tobytes())
+    digest.update(repr((table.shape, float(times[0]), float(times[-1]))).encode())
+    return digest.hexdigest()
+
+
+class SpecialisationCache:
+    def __init__(self, auto_method: bool = True):
+        #: False: the method is the user's, so the check's inputs are no part of a key
+        self.auto_method = auto_method
+        self._models: dict[tuple, Any] = {}
+        self._methods: dict[tuple, tuple[str, str]] = {}
+        self.runs: dict[tuple, Specialisation] = {}
+
+    def key(self, varied, outputs, constant, table, times) -> tuple:
+        values = values_key(table, times) if self.auto_method else None
+        return model_key(varied, outputs, constant) + (values,)
+
+    def model(self, varied, outputs, constant, build: Callable[[], Any]):
+        key = model_key(varied, outputs, constant)
+        if key not in self._models:
+            self._models[key] = build()
+        return self._models[key]
+
+    def method(self, key: tuple, choose: Callable[[], tuple[str, str]]) -> tuple[str, str]:
+        if key not in self._methods:
+            if len(self._methods) >= MAX_METHODS:
+                self._methods.pop(next(iter(self._methods)))
+            self._methods[key] = choose()
+        return self._methods[key]
+
+    def add(self, key: tuple, spec: Specialisation) -> Specialisation:
+        if len(self.runs) >= MAX_METHODS:  # one per method check at most: same bound
+            self.runs.pop(next(iter(self.runs)))
+        self.runs[key] = spec
+        return spec
+
+    def export(self, library: Callable[[Specialisation], str | None]) -> list[dict]:
+        """JSON-able records of the runs whose engine can be rebuilt from the source
+        alone (the GPU's and the native host engine; not numpy's, which needs sympy)."""
+        records = []
+        for (varied, outputs, constant, values), spec in self.runs.items():
+            if spec.engine.name not in ("native", "gpu"):
+                continue
+            records.append({
+                "varied": list(varied), "outputs": list(outputs),
+                "constant": [[k, v] for k, v in constant], "values": values,
+                "method": spec.method, "why": spec.why, "draws": spec.draws,
+                "engine": spec.engine.name, "source": asdict(spec.source),
+                "library": library(spec) if spec.engine.name == "native" else None})
+        return records
