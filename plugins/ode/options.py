@@ -44,9 +44,9 @@ class OdeOptions(BackendOptions):
         "CVODE's mxstep; past it the member's status is max_steps_per_interval. The "
         "default is libRoadRunner's (20000), not CVODE's 500: stiff SBML models need "
         "thousands of steps in one interval where a fast transient starts, while a member "
-        "that needs more is almost always a parameter set where the model runs away, "
-        "which CVODE under libRoadRunner gives up on there too. 0: no limit (rk4 has "
-        "none: its steps per interval are fixed by --dt)", minimum=0)
+        "that needs more is usually a parameter set where the model is extremely stiff "
+        "or runs away, which CVODE under libRoadRunner gives up on too. 0: no limit "
+        "(rk4 has none: its steps per interval are fixed by --dt)", minimum=0)
     member_time_limit: float = option(
         0.0, "wall-clock seconds one member may integrate; past it the member stops with "
              "status time_limit and the rest of the ensemble finishes (checked every few "
