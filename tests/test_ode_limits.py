@@ -238,3 +238,12 @@ def test_map_batches_caps_this_calls_launches_at_max_items():
         [(0, 30), (30, 60), (60, 90), (90, 100)]
     with pytest.raises(OptionError):
         scheduler.map_batches(lambda device, a, b: None, 10, max_items=0)
+
+
+def test_time_limits_in_nanoseconds_stay_within_an_int64():
+    from sbmlgpu.plugins.ode.limits import launch_limits
+
+    assert launch_limits(OdeOptions(member_time_limit=1e-12), "dopri5")["time_limit_ns"] == 1
+    assert launch_limits(OdeOptions(member_time_limit=1e30), "dopri5")["time_limit_ns"] == \
+        2**63 - 1
+    assert launch_limits(OdeOptions(), "rk4") == {"max_interval_steps": 0, "time_limit_ns": 0}

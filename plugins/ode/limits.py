@@ -27,8 +27,10 @@ def launch_limits(options: OdeOptions, method: str) -> dict[str, int]:
     seconds = options.member_time_limit
     return {
         "max_interval_steps": 0 if method == "rk4" else int(options.max_steps_per_interval),
-        # at least 1 ns, so that a tiny limit is still a limit
-        "time_limit_ns": max(1, int(round(seconds * 1e9))) if seconds > 0 else 0,
+        # at least 1 ns, so that a tiny limit is still a limit; at most what an int64
+        # holds (292 years)
+        "time_limit_ns": min(max(1, int(round(seconds * 1e9))), 2**63 - 1)
+        if seconds > 0 else 0,
     }
 
 
