@@ -215,8 +215,9 @@ class RankScheduler:
         self.batch = batch
 
     def map_batches(self, work, n, bytes_per_item, *, fixed_bytes=0, align=1,
-                    combine="batches", progress=None, desc=""):
-        step = -(-self.batch // align) * align
+                    combine="batches", progress=None, desc="", max_items=None):
+        batch = self.batch if max_items is None else min(self.batch, max_items)
+        step = -(-batch // align) * align
         starts = range(0, n, step)
         mine = [(a, min(a + step, n)) for k, a in enumerate(starts)
                 if self.is_root or k % self.size == self.rank]

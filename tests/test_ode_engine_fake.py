@@ -80,10 +80,10 @@ class HostBuild:
             return None if not isinstance(a, HostBuffer) else a.data.ctypes.data_as(ctypes.c_void_p)
 
         n, table, times, n_times, out, status, steps, *rest = args
-        rtol, atol, h0, max_step, dt, max_steps, seed, members, first = rest
+        rtol, atol, h0, max_step, dt, max_steps, seed, members, first, *limits = rest
         self.kernel._run(int(n), ptr(table), ptr(times), int(n_times), ptr(out), ptr(status),
                          ptr(steps), rtol, atol, h0, max_step, dt, int(max_steps), int(seed),
-                         ptr(members), int(first))
+                         ptr(members), int(first), *(int(v) for v in limits))
 
 
 def compile_for_host(device, source):
@@ -105,7 +105,9 @@ def test_signature_parser_reads_the_generated_kernel(compiler):
     net = load("lorenz")
     src = kernel_source(KernelModel(ode_system(net), ("rho",), ("x", "y", "z")), "rk4")
     params = signatures(src.text)["sbmlgpu_ode_rk4"]
-    assert params[:4] == ["long long", "pointer", "pointer", "int"] and len(params) == 16
+    # the common 16 and the limits (steps per output interval, wall time in ns)
+    assert params[:4] == ["long long", "pointer", "pointer", "int"] and len(params) == 18
+    assert params[-2:] == ["long long", "long long"]
 
 
 @pytest.mark.parametrize("method,precision", [("rk4", "double"), ("dopri5", "float"),

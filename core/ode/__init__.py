@@ -23,7 +23,7 @@ Modules (import the one you need; nothing here imports PyCUDA or a plugin):
                  device or on the host; LaunchConfig, BatchOutput
 
 Templates (templates/, loaded as "sbmlgpu.ode:<file>"): prelude.cuh, model.cuh,
-rk4.cuh, dopri5.cuh, rodas4.cuh (adaptive.cuh), events.cuh, driver.cuh,
+rk4.cuh, dopri5.cuh, rodas4.cuh (adaptive.cuh), events.cuh, driver.cuh (limits.cuh),
 sink_trajectory.cuh, sink_bins.cuh, entry.cuh, and summary.cu (a kernel of its
 own). A backend's kernel includes them in that order (plugins/ode/kernels/ode.cu).
 """

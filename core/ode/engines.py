@@ -14,7 +14,9 @@ GPU engine turns that into (members, times, outputs) on the device
 (sbmlgpu.runtime.layout) and copies it straight into the caller's `destination`
 where one is given, so that no pass over the time courses on the host remains.
 
-The launch arguments are those of templates/entry.cuh with the trajectory sink.
+The launch arguments are those of templates/entry.cuh with the trajectory sink and
+the limits (templates/limits.cuh: a kernel that sets `limits`, as the ode backend's
+kernels/ode.cu does).
 HostEngine is given the loaded host library by the backend (its host build and
 ctypes signature live with the backend's CPU path).
 """
@@ -62,11 +64,15 @@ class LaunchConfig:
     max_steps: int
     seed: int
     block_size: int
+    # the limits of templates/limits.cuh (0: none), for kernels that take them
+    max_interval_steps: int = 0
+    time_limit_ns: int = 0
 
     def as_dict(self) -> dict:
         return {"rtol": self.rtol, "atol": self.atol, "h0": self.h0,
                 "max_step": self.max_step, "dt": self.dt, "max_steps": self.max_steps,
-                "seed": self.seed}
+                "seed": self.seed, "max_interval_steps": self.max_interval_steps,
+                "time_limit_ns": self.time_limit_ns}
 
 
 def bytes_per_member(n_params: int, n_times: int, n_outputs: int, itemsize: int,
@@ -145,7 +151,8 @@ class GpuEngine:
                     status_buf, steps_buf, real(config.rtol), real(config.atol),
                     real(config.h0), real(config.max_step), real(config.dt),
                     np.int64(config.max_steps), np.uint64(config.seed & (2**64 - 1)),
-                    members_arg, np.uint64(first_member)]
+                    members_arg, np.uint64(first_member),
+                    np.int64(config.max_interval_steps), np.int64(config.time_limit_ns)]
             start = profiler.clock() if profiler is not None else None
             timing = kernel.launch((grid,), (block,), args)
             status = device.from_device(status_buf, (b,), np.int8)

@@ -1,7 +1,8 @@
 """Per-member outcome of an ensemble, with a message that tells the user what to do.
 
 Like diffrax's RESULTS, but extensible: core defines the outcomes every integrator
-knows (ok, max_steps, step_size_underflow, non_finite, failed), and a backend adds
+knows (ok, max_steps, step_size_underflow, non_finite, failed, and the limits of a
+long integration: max_steps_per_interval, time_limit), and a backend adds
 its own with `Status.define(name, message)` (e.g. a stochastic backend's "a
 propensity became negative"). A status is an int (its code), so arrays of codes
 (int8) travel through kernels and files; files also store the names, so a reader
@@ -181,3 +182,12 @@ Status.define("non_finite", (
 Status.define("failed", (
     "the simulation of this member failed: see the member's message for the "
     "reason"), code=4)
+Status.define("max_steps_per_interval", (
+    "the solver took its maximum number of steps between two output times (as CVODE's "
+    "mxstep): the model is stiff or fast here for this member; raise the per-interval "
+    "step limit, add output times, use a stiff method (rodas4), or narrow this "
+    "parameter's bounds"), code=5)
+Status.define("time_limit", (
+    "this member ran past its wall-time limit and was stopped (the rest of the ensemble "
+    "finished): raise the time limit, use a stiff method (rodas4) if it is not chosen, "
+    "loosen rtol/atol, or narrow the parameter bounds that lead here"), code=6)

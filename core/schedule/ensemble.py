@@ -12,8 +12,9 @@ rest, the same way for every backend:
    run again in their batch.
 2. plan and map: the other members go through `Scheduler.map_batches` in launch
    order (batches that fit device memory by `memory(time_courses, bundled)`,
-   aligned to warps where bundled, over every GPU and MPI rank, with the progress
-   bar), each batch through the backend's `run_batch(device, MemberBatch)`.
+   aligned to warps where bundled, at most `max_batch` members where the job sets
+   it, over every GPU and MPI rank, with the progress bar), each batch through the
+   backend's `run_batch(device, MemberBatch)`.
 3. combine or spill: full time courses go into one float64 (members, times,
    outputs) array, in memory or a memory-mapped file above the backend's limit
    (spill.py). A batch of consecutive members is handed its rows (`rows`) so that
@@ -125,6 +126,7 @@ class EnsembleJob:
     spill: Spill = Spill()
     progress: bool = True
     desc: str = "members"
+    max_batch: int | None = None  # members per launch at most (None: as memory allows)
 
 
 @dataclass
@@ -210,7 +212,8 @@ class _Run:
         if self.n - offset > 0:
             pieces = self.scheduler.map_batches(
                 work, self.n - offset, memory.per_member, fixed_bytes=memory.fixed,
-                align=memory.align, combine="batches", progress=job.progress, desc=job.desc)
+                align=memory.align, combine="batches", progress=job.progress, desc=job.desc,
+                **({"max_items": job.max_batch} if job.max_batch is not None else {}))
         if not self.root:
             return EnsembleOutcome(False, np.zeros(0, np.int8), np.zeros((0,) + self.shape),
                                    permutation=permutation, target=target)

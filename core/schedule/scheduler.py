@@ -142,7 +142,8 @@ class Scheduler:
     # --- running --------------------------------------------------------------------
     def map_batches(self, work: WorkFunction, n_items: int, bytes_per_item: float = 0, *,
                     fixed_bytes: float = 0, align: int = 1, combine: Combine = "concatenate",
-                    progress: bool | None = None, desc: str = "items") -> Any:
+                    progress: bool | None = None, desc: str = "items",
+                    max_items: int | None = None) -> Any:
         """Call `work(device, start, stop)` for batches covering items [0, n_items) and
         return the results in item order (see combine.py for `combine`).
 
@@ -150,7 +151,9 @@ class Scheduler:
             what is already allocated. align: batch starts are multiples of it (use
             the bundling group). progress: None follows the scheduler's setting (pass
             `request.progress`). Under MPI every rank calls this; rank 0 gets the
-            results, the others None. `last_batches` tells what ran where."""
+            results, the others None. `last_batches` tells what ran where.
+        max_items: a cap on this call's launches besides the scheduler's own (e.g. so
+            that the progress of a long run moves)."""
         n_items = check_count("n-items", n_items)
         check_bytes("bytes-per-item", bytes_per_item)
         check_bytes("fixed-bytes", fixed_bytes)
@@ -162,8 +165,12 @@ class Scheduler:
         devices: tuple[Device | None, ...] = self.local_devices or (None,)
         distributed = self.world is not None and self.world.size > 1
         dynamic_ranks = self.size if distributed and self.mpi_mode == "dynamic" else 1
+        cap = self.max_batch_items
+        if max_items is not None:
+            max_items = max(check_count("max-items", max_items, 1), self.min_batch_items)
+            cap = max_items if cap is None else min(cap, max_items)
         settings = WorkerSettings(
-            n_items, bytes_per_item, fixed_bytes, self.safety, self.max_batch_items,
+            n_items, bytes_per_item, fixed_bytes, self.safety, cap,
             self.min_batch_items, align,
             self._balance_items(n_items, len(devices) * dynamic_ranks, align))
         def make_progress(total: int) -> Progress:

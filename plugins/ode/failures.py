@@ -2,8 +2,10 @@
 
 The kernel returns one status code per member; the generic text of `failed` points
 to the member's message, and `non_finite` did not say when. Here: the kernel's only
-causes of `failed` (its event loop), and for a value gone NaN or infinite the last
-output time at which every output was still finite, read from the time courses.
+causes of `failed` (its event loop), for a value gone NaN or infinite the last
+output time at which every output was still finite, read from the time courses, and
+for a member stopped by a limit (max_steps, max_steps_per_interval, time_limit) the
+output interval where it stopped and the options to try.
 """
 
 from __future__ import annotations
@@ -37,6 +39,39 @@ def _non_finite(times: np.ndarray, rows: np.ndarray | None) -> str:
     return f"a state became NaN or infinite {when}: " + text.split(": ", 1)[-1]
 
 
+#: what to try for a member stopped by a limit (the CLI's option names)
+LIMIT_ADVICE = {
+    "max_steps": "raise --max-steps, use --method rodas4 if the model is stiff, or narrow "
+                 "the parameter bounds that lead here",
+    "max_steps_per_interval": "raise --max-steps-per-interval (0: no limit), add output "
+                              "times, use --method rodas4 if the model is stiff, or narrow "
+                              "the parameter bounds that lead here",
+    "time_limit": "raise --member-time-limit (0: no limit), use --method rodas4 if it was "
+                  "not chosen, loosen --rtol/--atol, or narrow the parameter bounds that "
+                  "lead here",
+}
+LIMIT_WHAT = {
+    "max_steps": "took --max-steps steps",
+    "max_steps_per_interval": "took --max-steps-per-interval steps in one output interval",
+    "time_limit": "ran past --member-time-limit and was stopped (the rest of the ensemble "
+                  "finished)",
+}
+
+
+def _stopped(name: str, times: np.ndarray, rows: np.ndarray | None) -> str:
+    """A member stopped by a limit: where (from its time courses: the first output time
+    it did not reach) and what to try."""
+    where = ""
+    if rows is not None and rows.size:
+        reached = ~np.all(np.isnan(rows.reshape(len(rows), -1)), axis=1)
+        k = int(np.argmin(reached)) if not reached.all() else len(times)
+        if 0 < k < len(times):
+            where = f" (stopped between t = {times[k - 1]:g} and t = {times[k]:g})"
+        elif k == 0:
+            where = " (stopped before the first output time)"
+    return f"the integration {LIMIT_WHAT[name]}{where}: {LIMIT_ADVICE[name]}"
+
+
 def messages(status: np.ndarray, times: np.ndarray, data: np.ndarray | None, *,
              draws: bool = False) -> dict[int, str]:
     """{member: message} for the first MAX_MESSAGES failed members; `data` (members,
@@ -49,4 +84,7 @@ def messages(status: np.ndarray, times: np.ndarray, data: np.ndarray | None, *,
             out[int(i)] = (DRAW_FAILED + "; or " + EVENTS_FAILED) if draws else EVENTS_FAILED
         elif code == Status.non_finite:
             out[int(i)] = _non_finite(times, None if data is None else np.asarray(data[i]))
+        elif Status(code).name in LIMIT_ADVICE:
+            out[int(i)] = _stopped(Status(code).name, times,
+                                   None if data is None else np.asarray(data[i]))
     return out

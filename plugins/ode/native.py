@@ -46,7 +46,8 @@ class HostKernel:
         pointer = ctypes.c_void_p
         f.argtypes = [ctypes.c_longlong, pointer, pointer, ctypes.c_int, pointer, pointer,
                       pointer, real, real, real, real, real, ctypes.c_longlong,
-                      ctypes.c_ulonglong, pointer, ctypes.c_ulonglong]
+                      ctypes.c_ulonglong, pointer, ctypes.c_ulonglong,
+                      ctypes.c_longlong, ctypes.c_longlong]  # the limits (limits.cuh)
         f.restype = ctypes.c_int
         self._run = f
         size = self._lib.sbmlgpu_ode_host_real_size()
@@ -71,7 +72,9 @@ class HostKernel:
                       _ptr(out), _ptr(status), _ptr(steps), config["rtol"], config["atol"],
                       config["h0"], config["max_step"], config["dt"], int(config["max_steps"]),
                       int(config["seed"]) & (2**64 - 1),
-                      None if members is None else _ptr(members), int(first_member))
+                      None if members is None else _ptr(members), int(first_member),
+                      int(config.get("max_interval_steps", 0)),
+                      int(config.get("time_limit_ns", 0)))
         return out, status, steps
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from sbmlgpu.backend import BackendOptions, option
@@ -15,6 +16,10 @@ JACOBIANS = ("auto", "analytic", "fd")
 #: tolerances used when --rtol/--atol are not given, by precision: float32 cannot
 #: resolve a relative error much below its epsilon (1.2e-7).
 DEFAULT_TOLERANCES = {"double": (1e-8, 1e-10), "float": (1e-5, 1e-7)}
+#: libRoadRunner's CVODE step limit per output interval (see --max-steps-per-interval)
+DEFAULT_MAX_STEPS_PER_INTERVAL = 20_000
+#: the first pass's step budget (see --pass-steps)
+DEFAULT_PASS_STEPS = 10_000
 
 
 @dataclass
@@ -33,6 +38,31 @@ class OdeOptions(BackendOptions):
                                 minimum=0.0)
     max_steps: int = option(1_000_000, "most steps (accepted or rejected) per trajectory; "
                                        "past it the member's status is max_steps", minimum=1)
+    max_steps_per_interval: int = option(
+        DEFAULT_MAX_STEPS_PER_INTERVAL,
+        "most steps (accepted or rejected) of dopri5/rodas4 between two output times, as "
+        "CVODE's mxstep; past it the member's status is max_steps_per_interval. The "
+        "default is libRoadRunner's (20000), not CVODE's 500: stiff SBML models need "
+        "thousands of steps in one interval where a fast transient starts, while a member "
+        "that needs more is usually a parameter set where the model is extremely stiff "
+        "or runs away, which CVODE under libRoadRunner gives up on too. 0: no limit "
+        "(rk4 has none: its steps per interval are fixed by --dt)", minimum=0)
+    member_time_limit: float = option(
+        0.0, "wall-clock seconds one member may integrate; past it the member stops with "
+             "status time_limit and the rest of the ensemble finishes (checked every few "
+             "steps with the GPU's global timer, or a steady clock on the CPU path). Which "
+             "members hit it depends on the machine and its load, so results are "
+             "reproducible only without it. 0: no limit", minimum=0.0)
+    pass_steps: int = option(
+        DEFAULT_PASS_STEPS,
+        "step budget of a first pass over the ensemble: members that need more steps "
+        "stop there and run again from the start in a second pass over them alone, so "
+        "that a few slow members no longer hold a warp of fast ones (the results are "
+        "those of a single pass, member for member). The default is ~8x the largest step "
+        "count of well-behaved members of the PEtab models measured (hundreds to ~1,300): "
+        "such members finish in the first pass, and a slow member repeats at most this "
+        "many steps. dopri5/rodas4 only (rk4's steps are fixed by --dt). 0 (or not below "
+        "--max-steps): one pass", minimum=0)
     h0: float = option(0.0, "first step of dopri5/rodas4 (0: chosen from the model, "
                             "Hairer's starting-step heuristic)", minimum=0.0)
     max_step: float = option(0.0, "largest step of dopri5/rodas4 (0: no limit; with events "
@@ -77,6 +107,9 @@ class OdeOptions(BackendOptions):
         if self.fast_math and self.precision != "float":
             raise OptionError("fast-math", "only with --precision float (--use_fast_math "
                                            "changes float arithmetic only)")
+        if not math.isfinite(self.member_time_limit):
+            raise OptionError("member-time-limit", f"{self.member_time_limit!r} is not a "
+                                                   "number of seconds (0: no limit)")
         if self.block_size % 32:
             raise OptionError("block-size", f"{self.block_size} is not a multiple of 32 "
                                             "(a warp)")

@@ -10,7 +10,9 @@
    table column, its outputs, status and steps), in bundled order if bundling is on;
    results go back to the original order. Full time courses are written batch by
    batch into the result array, a memory-mapped file when larger than
-   `--spill-bytes`; with `--summary` each batch is reduced where it ran.
+   `--spill-bytes`; with `--summary` each batch is reduced where it ran. Members past
+   the first pass's step budget run again in a second pass (passes.py); the
+   launch's limits per member are limits.py's.
 4. The Result: time courses or summary, one status per member, metadata (method,
    engine, bundling, steps, tolerances).
 """
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -35,10 +37,10 @@ from sbmlgpu.outputs import default_outputs
 from sbmlgpu.profile import phase
 from sbmlgpu.results import TimeCourseResult
 from sbmlgpu.schedule.ensemble import (BatchMemory, EnsembleJob, MemberBatch, MemberResults,
-                                       Pilot, default_scheduler, run_ensemble)
+                                       Pilot, default_scheduler)
 from sbmlgpu.schedule.spill import Spill
 
-from . import bundling, failures
+from . import bundling, failures, limits, passes
 from .options import OdeOptions
 from .specialised import Specialisation, SpecialisationCache
 
@@ -134,14 +136,19 @@ class OdeProgram(Program):
         rtol, atol = o.tolerances
         config = LaunchConfig(rtol=rtol, atol=atol, h0=o.h0, max_step=o.max_step, dt=o.dt,
                               max_steps=o.max_steps, seed=int(task.seed),
-                              block_size=o.block_size)
+                              block_size=o.block_size, **limits.launch_limits(o, method))
+        # rk4's steps are fixed by --dt (alike over members): no second pass
+        budget = passes.StepBudget(o.pass_steps if method != "rk4" else 0, o.max_steps)
         scheduler = default_scheduler(scheduler, self.device, task.progress)
         devices = list(getattr(scheduler, "local_devices", ()) or ([self.device] if self.device
                                                                   else []))
         self._compile_everywhere(engine, devices, profiler)
         on_device = isinstance(engine, GpuEngine)
 
-        def run_batch(device, batch: MemberBatch) -> MemberResults:
+        def batch_runner(launch: LaunchConfig):
+            return lambda device, batch: run_batch(device, batch, launch)
+
+        def run_batch(device, batch: MemberBatch, launch: LaunchConfig) -> MemberResults:
             device = device if device is not None else self.device
             ids = batch.members.astype(np.uint64) if batch.members is not None else None
             # the GPU reduces a summary's batches where they ran; the host's time
@@ -149,7 +156,7 @@ class OdeProgram(Program):
             reduce = {"histogram": batch.summary.grid} if batch.summary is not None \
                 and on_device else {}
             out: BatchOutput = engine.run(device, batch.take(table), times, len(outputs),
-                                          config, ids, first_member=batch.start,
+                                          launch, ids, first_member=batch.start,
                                           profiler=profiler, destination=batch.rows,
                                           **reduce)
             return MemberResults(out.status, out.out, out.stats, {"steps": out.steps},
@@ -174,14 +181,16 @@ class OdeProgram(Program):
             return BatchMemory(per_member, fixed, WARP if bundled else 1)
 
         pilot = reason is None or task.summary
+        first_pass = replace(config, max_steps=budget.first_pass_steps)
         job = EnsembleJob(
-            n, (len(times), len(outputs)), run_batch, memory,
+            n, (len(times), len(outputs)), batch_runner(first_pass), memory,
             summary=OVER_OK_MEMBERS if task.summary else None, bins=o.quantile_bins,
             pilot=Pilot.sample(bundling.pilot(n, o.pilot_size, task.seed)) if pilot else None,
             order=order if reason is None else None,
             spill=Spill(o.spill_bytes, prefix="sbmlgpu-ode-"), progress=task.progress,
             desc="trajectories")
-        outcome = run_ensemble(job, scheduler, profiler)
+        outcome, second = passes.run_in_passes(job, scheduler, profiler, budget,
+                                               batch_runner(config))
         if not outcome.root:  # an MPI rank other than the root: the root has the result
             return TimeCourseResult(times=times, ids=outputs, data=outcome.data,
                                     status=outcome.status,
@@ -201,7 +210,8 @@ class OdeProgram(Program):
             "rtol": rtol, "atol": atol, "bundling": plan.reason or "bundled",
             "bundling_info": plan.info, "steps_mean": float(steps.mean()) if n else 0.0,
             "steps_max": int(steps.max()) if n else 0, "jacobian": source.jacobian,
-            "wall_seconds": time.perf_counter() - started, **extra,
+            "wall_seconds": time.perf_counter() - started,
+            **limits.metadata(o, outcome.status, steps, second), **extra,
         }
         if outcome.spill_note:
             self.last_run["data"] = outcome.spill_note

@@ -29,10 +29,16 @@
   the last time on the old side; the next "step" moves t to the switch and the
   crossing restarts the method there, as after an event. Switches that depend on the
   state are located after the step on its extension, as event triggers are.
+
+  Before each step the limits are checked: --max-steps over the whole integration,
+  then limits.cuh's steps per output interval and wall time (rk4 without atoms: the
+  wall time once per output interval).
 #}
 {# a few atoms: loops over them unrolled (registers); many: loops #}
 {% set adaptive = method != "rk4" %}
 {% set UNROLL_ATOMS = "#pragma unroll" if natoms <= 8 else "" %}
+{% include "sbmlgpu.ode:limits.cuh" %}
+
 /* ---- the driver ---------------------------------------------------------------------- */
 
 /* the outputs at (t, x) as output time k */
@@ -60,6 +66,8 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
                          unsigned long long member)
 {
     (void)member;
+    ode_limit_state L;
+    ode_limits_start(&L, &cfg);
     ode_stepper S;
     real_t t = times[0];
 {% if draws %}
@@ -85,6 +93,8 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
                 status = SBMLGPU_STATUS_MAX_STEPS;
                 break;
             }
+            /* the wall-time limit, once per output interval (its steps are known) */
+            if (ode_past_time_limit(&L, &cfg)) { status = SBMLGPU_STATUS_TIME_LIMIT; break; }
             const real_t h = span / (real_t)n;
             const real_t t_start = t;
             for (int m = 0; m < n; ++m) {
@@ -109,6 +119,8 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
 {% if not events %}
     (void)member;
 {% endif %}
+    ode_limit_state L;
+    ode_limits_start(&L, &cfg);
     ode_stepper S;
     real_t t = times[0];
     const real_t t_end = times[n_times - 1];
@@ -187,6 +199,8 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
         h = t_new - t;
 {% endif %}
         if (steps >= cfg.max_steps) { status = SBMLGPU_STATUS_MAX_STEPS; break; }
+        status = ode_limits_check(&L, &cfg, k, steps);  /* per interval, wall time */
+        if (status != SBMLGPU_STATUS_OK) break;
         ++steps;
 {% if time_switches %}
         /* a switch of f in time alone inside (t, t_new]: the step ends at the last time

@@ -11,9 +11,13 @@
   first_member. `member` numbers the random stream of event tie-breaks. A sink that
   keeps state per member between output times declares it in `sink.locals` (C
   declarations placed before each member's sink is made, which `sink.make` may use).
-  Context: `sink` (sbmlgpu.ode.sinks), method, np, block_size, varied.
+  Context: `sink` (sbmlgpu.ode.sinks), method, np, block_size, varied, and `limits`
+  where a backend's kernel sets it (the ode backend's): then both entry points take
+  the launch's limits after first_member (max_interval_steps, time_limit_ns;
+  limits.cuh).
 #}
 {% from "sbmlgpu.ode:entry_arguments.cuh" import kernel_arguments %}
+{% set with_limits = limits is defined and limits %}
 /* ---- entry points ---------------------------------------------------------------- */
 SBMLGPU_HD void ode_member(long long i, long long n, const real_t* __restrict__ table,
                            const real_t* __restrict__ times, int n_times, const ode_sink sink,
@@ -34,11 +38,17 @@ SBMLGPU_HD void ode_member(long long i, long long n, const real_t* __restrict__ 
 
 #ifdef __CUDACC__
 extern "C" __global__ void __launch_bounds__({{ block_size }})
-{{ sink.entry }}_{{ method }}({{ kernel_arguments(sink) }})
+{{ sink.entry }}_{{ method }}({{ kernel_arguments(sink, with_limits) }})
 {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
+{% if with_limits %}
+    const ode_config cfg = ode_with_limits(
+        ode_make_config(rtol, atol, h0, max_step, dt, max_steps, seed),
+        max_interval_steps, time_limit_ns);
+{% else %}
     const ode_config cfg = ode_make_config(rtol, atol, h0, max_step, dt, max_steps, seed);
+{% endif %}
     unsigned long long member = members ? members[i] : first_member + (unsigned long long)i;
 {% if sink.locals %}
     {{ sink.locals }}
@@ -55,9 +65,16 @@ extern "C" int {{ sink.entry }}_host(long long n, const real_t* table, const rea
                                 real_t rtol, real_t atol, real_t h0, real_t max_step,
                                 real_t dt, long long max_steps, unsigned long long seed,
                                 const unsigned long long* members,
-                                unsigned long long first_member)
+                                unsigned long long first_member{% if with_limits %},
+                                long long max_interval_steps, long long time_limit_ns{% endif %})
 {
+{% if with_limits %}
+    const ode_config cfg = ode_with_limits(
+        ode_make_config(rtol, atol, h0, max_step, dt, max_steps, seed),
+        max_interval_steps, time_limit_ns);
+{% else %}
     const ode_config cfg = ode_make_config(rtol, atol, h0, max_step, dt, max_steps, seed);
+{% endif %}
 #ifdef _OPENMP
 // no threads for one chunk of members: the team's start-up and barrier cost more
 // than a small run (issue 13: 30 ms for one member on a busy machine)

@@ -3,9 +3,11 @@
   (entry.cuh), as a macro: n, table, times, n_times, the sink's arguments
   (`sink.params`), status, steps, the settings, members and first_member. A backend
   kernel with its own body (the dbn backend's heterogeneous kernel) takes the same
-  list, so that one launch serves both.
+  list, so that one launch serves both. With `limits` (the ode backend's kernel) two
+  more follow: the steps per output interval and the member's wall time in ns
+  (limits.cuh; 0: no limit).
 #}
-{% macro kernel_arguments(sink) -%}
+{% macro kernel_arguments(sink, limits=false) -%}
 long long n, const real_t* __restrict__ table,
                          const real_t* __restrict__ times, int n_times,
                          {{ sink.params }}, signed char* __restrict__ status,
@@ -14,4 +16,7 @@ long long n, const real_t* __restrict__ table,
                          unsigned long long seed,
                          const unsigned long long* __restrict__ members,
                          unsigned long long first_member
+{%- if limits %},
+                         long long max_interval_steps, long long time_limit_ns
+{%- endif %}
 {%- endmacro %}

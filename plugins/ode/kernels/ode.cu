@@ -8,5 +8,8 @@
   sbmlgpu.ode.codegen.kernel_context's. The same text compiles as CUDA (nvcc: the
   kernel) and as host C++ (g++ -DSBMLGPU_HOST_ENTRY: a C function over all members,
   used by the CPU path and by the tests that check the integrators without a GPU).
+  Its entry points take the launch's limits (steps per output interval, a member's
+  wall time: sbmlgpu.ode's limits.cuh) after the common arguments.
 #}
+{% set limits = true %}
 {% include "sbmlgpu.ode:kernel.cuh" %}
