@@ -27,6 +27,7 @@ from ..errors import OptionError
 from ..ir import TIME
 from . import naming, sparse_lu
 from .atoms import use_symbol
+from .delays import DEFAULT_HISTORY_NODES, KernelPrinter
 from .model import KernelModel
 from .sinks import TrajectorySink
 
@@ -59,7 +60,7 @@ def model_printer(model: KernelModel, precision: str) -> CudaPrinter:
     symbols.update({x: f"x[{i}]" for i, x in enumerate(model.x)})
     symbols.update({p: f"p[{j}]" for j, p in enumerate(model.p_symbols)})
     symbols.update({use_symbol(k): f"b[{k}]" for k in range(len(model.uses))})
-    printer = CudaPrinter(symbols, precision, unmapped="raise")
+    printer = KernelPrinter(symbols, precision, unmapped="raise")
     for symbol, value in model.literals.items():  # fixed parameters: literals
         text = printer.literal(value)
         printer.symbols[symbol] = f"({text})" if text.startswith("-") else text
@@ -260,8 +261,22 @@ class KernelContext:
     plan: sparse_lu.SparsePlan | None
 
 
+def _delay_context(model: KernelModel, printer: CudaPrinter, history_nodes: int) -> dict:
+    """delay.cuh's context: the delayed expressions' bodies (after every other body is
+    printed: printing them registers the delays) and the history's size."""
+    delayed = model.delayed
+    names = naming.sbml_names(model)
+    return dict(
+        history=bool(delayed), history_nodes=int(history_nodes),
+        shortest_lag=model.shortest_lag if delayed else None,
+        delayed_notes=[naming.comment(naming.sbml_text(e, names)) for e in delayed],
+        body_delayed=[_function(_returning(e, printer, "delay()", f"delayed expression {k}"))
+                      for k, e in enumerate(delayed)])
+
+
 def kernel_context(model: KernelModel, method: str, precision: str = "double", *,
-                   sink=None, block_size: int = 128, jacobian: str = "auto") -> KernelContext:
+                   sink=None, block_size: int = 128, jacobian: str = "auto",
+                   history_nodes: int = DEFAULT_HISTORY_NODES) -> KernelContext:
     """The context of core/ode/templates for `model` integrated with `method` ('rk4',
     'dopri5', 'rodas4'), writing through `sink` (sinks.py; default: trajectories)."""
     if method not in METHODS:
@@ -274,6 +289,8 @@ def kernel_context(model: KernelModel, method: str, precision: str = "double", *
         plan = sparse_lu.plan(sparse_lu.jacobian_pattern(model.jacobian), model.n_states)
     body = _bodies(model, printer, jac_mode, plan)
     events = _events(model, printer)
+    delay = _delay_context(model, printer, history_nodes)
+    body["delayed"] = delay.pop("body_delayed")
     nx, nout = model.n_states, len(model.outputs)
     needs_rng = sum(1 for e in model.events if e.priority is not None) >= 2
     uses = [(u.atom, u.rel) for u in model.uses]
@@ -299,19 +316,21 @@ def kernel_context(model: KernelModel, method: str, precision: str = "double", *
         diag_entries=[plan.index[(k, k)] for k in range(plan.n)] if plan else [],
         lu_code=sparse_lu.lu_code(plan) if plan else "",
         solve_code=sparse_lu.solve_code(plan) if plan else "",
+        **delay,
     )
     return KernelContext(values, jac_mode, plan)
 
 
 def generate(model: KernelModel, method: str, precision: str = "double", *,
              template: tuple[str, str], sink=None, prefix: str = "ode",
-             block_size: int = 128, jacobian: str = "auto") -> KernelSource:
+             block_size: int = 128, jacobian: str = "auto",
+             history_nodes: int = DEFAULT_HISTORY_NODES) -> KernelSource:
     """The kernel source of `template` ((package, file): a backend's kernel that
     composes core/ode/templates) for `model` integrated with `method`, writing
     through `sink`. The file name is `<prefix>_<model id>_<method>_<precision>_<hash>.cu`."""
     sink = sink if sink is not None else TrajectorySink()
     context = kernel_context(model, method, precision, sink=sink, block_size=block_size,
-                             jacobian=jacobian)
+                             jacobian=jacobian, history_nodes=history_nodes)
     text = render(*template, **context.values)
     digest = hashlib.sha256(text.encode()).hexdigest()[:12]
     safe = re.sub(r"[^A-Za-z0-9_]", "_", model.ode.network.id or "model")[:40]

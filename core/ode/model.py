@@ -26,6 +26,7 @@ from ..ir import TIME
 from ..sbml.distrib import has_draw
 from ..views.ode import OdeSystem
 from .atoms import AtomTable, AtomUse
+from .delays import DelayCall, DelayTable
 from .parameters import ParameterSpecialisation
 
 
@@ -56,6 +57,8 @@ class KernelModel:
 
     def __post_init__(self):
         self.parameters = ParameterSpecialisation(self.ode, self.varied, self.fixed_values)
+        # delay(e, d) -> DelayCall(k, t - d) in every specialised expression (delays.py)
+        self.delays = DelayTable()
 
     # -- specialisation (parameters.py) ---------------------------------------------
     @property
@@ -67,7 +70,7 @@ class KernelModel:
         return self.parameters.literals
 
     def specialise(self, e) -> sp.Basic:
-        return self.parameters.specialise(e)
+        return self.delays.replace(self.parameters.specialise(e))
 
     def numeric(self, e) -> sp.Basic:
         """`e` (specialised) with the literals substituted: for numeric evaluation."""
@@ -108,7 +111,7 @@ class KernelModel:
     # -- events -----------------------------------------------------------------
     @cached_property
     def _events_and_atoms(self) -> tuple[tuple[EventSpec, ...], AtomTable, frozenset[int]]:
-        atoms = AtomTable(set(self.ode.x))
+        atoms = AtomTable(set(self.ode.x), also_dynamic=(DelayCall,))
         events = []
         for e in self.ode.events:
             trigger = atoms.split_trigger(self.specialise(e.trigger), f"event {e.id}")
@@ -154,7 +157,8 @@ class KernelModel:
         the step, as event triggers are."""
         states = set(self.x)
         return tuple(a for a in self.switches
-                     if not (self.atoms[a].free_symbols & states))
+                     if not (self.atoms[a].free_symbols & states)
+                     and not self.atoms[a].has(DelayCall))  # a past state moves too
 
     @property
     def uses(self) -> tuple[AtomUse, ...]:
@@ -163,6 +167,21 @@ class KernelModel:
     @property
     def watches_crossings(self) -> bool:
         return bool(self.atoms)
+
+    # -- delay() -----------------------------------------------------------------
+    @property
+    def delayed(self) -> tuple[sp.Expr, ...]:
+        """The delayed expressions e_k of every expression specialised so far: build
+        the model's expressions (rhs, outputs, events) before reading this."""
+        self.rhs, self.output_exprs, self.events  # noqa: B018 - they register the delays
+        return tuple(self.delays.exprs)
+
+    @property
+    def shortest_lag(self) -> float | None:
+        """The shortest lag that is a number once fixed parameters are literals (steps
+        are no longer, so that stages look up known history); None without one."""
+        lags = self.delays.constant_lags(self.numeric)
+        return lags[0] if lags else None
 
     # -- Jacobian ---------------------------------------------------------------
     @cached_property

@@ -32,6 +32,7 @@ from sbmlgpu.errors import OptionError
 from sbmlgpu.ir import Network
 from sbmlgpu.ode.codegen import KernelSource, generate
 from sbmlgpu.ode.engines import BatchOutput, GpuEngine, LaunchConfig, bytes_per_member
+from sbmlgpu.ode.delays import DEFAULT_HISTORY_NODES
 from sbmlgpu.ode.model import KernelModel
 from sbmlgpu.outputs import default_outputs
 from sbmlgpu.profile import phase
@@ -53,10 +54,11 @@ KERNEL = ("sbmlgpu.plugins.ode", "ode.cu")
 
 
 def kernel_source(model: KernelModel, method: str, precision: str = "double", *,
-                  block_size: int = 128, jacobian: str = "auto") -> KernelSource:
+                  block_size: int = 128, jacobian: str = "auto",
+                  history_nodes: int = DEFAULT_HISTORY_NODES) -> KernelSource:
     """The source of this backend's kernel for `model` integrated with `method`."""
     return generate(model, method, precision, template=KERNEL, block_size=block_size,
-                    jacobian=jacobian)
+                    jacobian=jacobian, history_nodes=history_nodes)
 
 
 class OdeProgram(Program):
@@ -86,7 +88,7 @@ class OdeProgram(Program):
     def _source(self, model: KernelModel, method: str) -> KernelSource:
         o = self.options
         source = kernel_source(model, method, o.precision, block_size=o.block_size,
-                               jacobian=o.jacobian)
+                               jacobian=o.jacobian, history_nodes=o.history_nodes)
         self._sources[source.name] = source.text
         return source
 
@@ -207,7 +209,7 @@ class OdeProgram(Program):
                                 metadata=metadata, messages=failures.messages(
                                     outcome.status, times,
                                     None if task.summary else outcome.data,
-                                    draws=bool(model.draws)))
+                                    draws=bool(model.draws), delays=bool(model.delayed)))
 
     # -- helpers ----------------------------------------------------------------
     def _method(self, model: KernelModel, table: np.ndarray, times: np.ndarray):

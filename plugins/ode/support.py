@@ -3,8 +3,10 @@
 Refused, because the kernel cannot do it correctly (yet):
 - whatever the ODE view cannot represent (algebraic rules, fast reactions, reactions
   without rate math, event assignments to variables that are not states, ...);
-- delay(): a delay differential equation needs the trajectory's history, which a
-  thread does not keep.
+- rateOf inside delay() (the past derivative, which the history's Hermite nodes do
+  not give before the start), delay() in an initial value, and distrib draws in a
+  model with delay() (as the CPU reference: the history before the start evaluates
+  the initial values again).
 - a distrib draw in a rate, rule, trigger, delay or priority (a new random number at
   every evaluation): draws are evaluated in initial values and event assignments,
   each member from its own stream (distrib.cuh).
@@ -25,33 +27,52 @@ from __future__ import annotations
 
 import sympy as sp
 
-from sbmlgpu.codegen.printer import CodegenError, CudaPrinter
-from sbmlgpu.features import CONTINUOUS_DRAW, draws_evaluated_continuously
-from sbmlgpu.ir import Network
+from sbmlgpu.codegen.printer import CodegenError
+from sbmlgpu.features import math_by_element
+from sbmlgpu.ir import Delay, Network
+from sbmlgpu.ode.delays import DelayTable, KernelPrinter, has_rate_of_inside
+from sbmlgpu.reference.support import draws_outside_instants
 from sbmlgpu.views import ode as ode_view
 
 
 def unsupported(network: Network) -> list[tuple[str, tuple[str, ...]]]:
-    missing = ode_view.unsupported_without_history(network, "the kernel keeps no trajectory "
-                                                            "history")
+    missing = ode_view.unsupported_when_built(network)
     if missing:
         return missing
-    drawn = draws_evaluated_continuously(network)
-    if drawn:
-        return [(CONTINUOUS_DRAW, drawn)]
-    _check_printable(ode_view.ode_system(network))  # only an accepted model must print (delay() itself does not)
+    missing = draws_outside_instants(network) or _delays_not_kept(network)
+    if missing:
+        return missing
+    _check_printable(ode_view.ode_system(network))  # only an accepted model must print
     return []
+
+
+def _delays_not_kept(network: Network) -> list[tuple[str, tuple[str, ...]]]:
+    """The uses of delay() that the kernel's history does not serve."""
+    out = []
+    rate_of = tuple(dict.fromkeys(where for where, e in math_by_element(network)
+                                  if has_rate_of_inside(e)))
+    if rate_of:
+        out.append(("rateOf inside delay() (the kernel's history keeps no past "
+                    "derivative before the start)", rate_of))
+    ode = ode_view.ode_system(network)
+    initial = tuple(sid for sid, e in zip(ode.state_ids, ode.x0)
+                    if isinstance(e, sp.Basic) and e.has(Delay))
+    if initial:
+        out.append(("delay() in an initial value (the history starts after them)", initial))
+    return out
 
 
 def _check_printable(ode) -> None:
     """CodegenError (a bug to report) for the first construct the CUDA printer
     cannot print, naming every element that uses it; None when all of it prints."""
-    printer = CudaPrinter({}, "double", unmapped="mangle")
+    printer = KernelPrinter({}, "double", unmapped="mangle")
     found: dict[str, list[str]] = {}
+    delays = DelayTable()  # delay() as the kernel prints it (sbmlgpu.ode.delays)
 
     def check(where: str, e) -> None:
         if not isinstance(e, sp.Basic):
             return
+        e = delays.replace(e)
         try:
             printer.doprint(e)
         except CodegenError as exc:
@@ -66,6 +87,8 @@ def _check_printable(ode) -> None:
     for e in ode.events:
         for part in (e.trigger, e.priority, *(v for _, v in e.assignments)):
             check(e.id, part)
+    for e in delays.exprs:  # registered while the others were checked
+        check("delay()", e)
     if found:
         construct, ids = next(iter(found.items()))
         raise CodegenError(construct, tuple(dict.fromkeys(ids)))

@@ -25,6 +25,10 @@ SBMLGPU_HD void model_x0(const real_t t, const real_t* __restrict__ p,
 {
 {{ body.x0 }}
 }
+{% if history %}
+
+{% include "sbmlgpu.ode:delay.cuh" %}
+{% endif %}
 
 /* dx = f(t, x, p) */
 ODE_MODEL_FN void model_rhs(const real_t t, const real_t* __restrict__ x,
