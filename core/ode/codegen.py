@@ -274,6 +274,30 @@ def _delay_context(model: KernelModel, printer: CudaPrinter, history_nodes: int)
                       for k, e in enumerate(delayed)])
 
 
+def _fast_bodies(model: KernelModel, printer: CudaPrinter) -> dict:
+    """fast.cuh's bodies: the fast reactions' rates and their Jacobian (printed when
+    it prints; None: forward differences in the kernel)."""
+    if model.fast_rates is None:
+        return {"fast": None, "fast_jacobian": None}
+    states = naming.state_comments(model)
+    nx = model.n_states
+    bodies = {"fast": _function(_assign(model.fast_rates, [f"dx[{i}]" for i in range(nx)],
+                                        printer, "fast reactions", states)),
+              "fast_jacobian": None}
+    jac = model.fast_jacobian
+    if jac is not None:
+        entries = [(i * nx + j, jac[i, j]) for i in range(nx) for j in range(nx)
+                   if jac[i, j] != 0]
+        try:
+            bodies["fast_jacobian"] = _function(_assign(
+                [e for _, e in entries], [f"J[{k}]" for k, _ in entries], printer,
+                "fast reactions", [naming.jacobian_comment(model, k // nx, k % nx)
+                                   for k, _ in entries]))
+        except CodegenError:
+            pass  # forward differences in the kernel
+    return bodies
+
+
 def kernel_context(model: KernelModel, method: str, precision: str = "double", *,
                    sink=None, block_size: int = 128, jacobian: str = "auto",
                    history_nodes: int = DEFAULT_HISTORY_NODES) -> KernelContext:
@@ -291,6 +315,7 @@ def kernel_context(model: KernelModel, method: str, precision: str = "double", *
     events = _events(model, printer)
     delay = _delay_context(model, printer, history_nodes)
     body["delayed"] = delay.pop("body_delayed")
+    body.update(_fast_bodies(model, printer))
     nx, nout = model.n_states, len(model.outputs)
     needs_rng = sum(1 for e in model.events if e.priority is not None) >= 2
     uses = [(u.atom, u.rel) for u in model.uses]
@@ -316,7 +341,7 @@ def kernel_context(model: KernelModel, method: str, precision: str = "double", *
         diag_entries=[plan.index[(k, k)] for k in range(plan.n)] if plan else [],
         lu_code=sparse_lu.lu_code(plan) if plan else "",
         solve_code=sparse_lu.solve_code(plan) if plan else "",
-        **delay,
+        fast=model.fast_rates is not None, **delay,
     )
     return KernelContext(values, jac_mode, plan)
 

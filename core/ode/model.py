@@ -183,6 +183,29 @@ class KernelModel:
         lags = self.delays.constant_lags(self.numeric)
         return lags[0] if lags else None
 
+    # -- fast reactions ----------------------------------------------------------
+    @cached_property
+    def fast_rates(self) -> tuple[sp.Expr, ...] | None:
+        """The fast reactions' part of the rates, f_fast = df/dK (the view's rates are
+        f_slow + K f_fast: sbmlgpu.reference.fast); None without fast reactions."""
+        from ..reference import fast  # here: the reference package imports scipy
+
+        if fast.FACTOR_ID not in self.ode.p_ids:
+            return None
+        factor = self.ode.p[self.ode.p_ids.index(fast.FACTOR_ID)]
+        return tuple(fast.split_rates(self.rhs, factor))
+
+    @cached_property
+    def fast_jacobian(self) -> sp.Matrix | None:
+        """d f_fast / dx, None where sympy cannot write it (the kernel then takes
+        forward differences)."""
+        if not self.fast_rates:
+            return None
+        jac = sp.Matrix(self.fast_rates).jacobian(sp.Matrix(self.x))
+        if any(isinstance(e, sp.Basic) and e.has(sp.Derivative, sp.Subs) for e in jac):
+            return None
+        return jac.applyfunc(_drop_dirac)
+
     # -- Jacobian ---------------------------------------------------------------
     @cached_property
     def jacobian(self) -> sp.Matrix | None:

@@ -1,8 +1,9 @@
 """What the `ode` backend refuses, with the ids of the elements that use it.
 
 Refused, because the kernel cannot do it correctly (yet):
-- whatever the ODE view cannot represent (algebraic rules, fast reactions, reactions
-  without rate math, event assignments to variables that are not states, ...);
+- whatever the ODE view cannot represent (algebraic rules, reactions without rate
+  math, event assignments to variables that are not states, ...); fast reactions are
+  simulated as the CPU reference does (core/reference/fast.py, templates/fast.cuh);
 - rateOf inside delay() (the past derivative, which the history's Hermite nodes do
   not give before the start), delay() in an initial value, and distrib draws in a
   model with delay() (as the CPU reference: the history before the start evaluates
@@ -31,11 +32,13 @@ from sbmlgpu.codegen.printer import CodegenError
 from sbmlgpu.features import math_by_element
 from sbmlgpu.ir import Delay, Network
 from sbmlgpu.ode.delays import DelayTable, KernelPrinter, has_rate_of_inside
+from sbmlgpu.reference.fast import with_fast_factor
 from sbmlgpu.reference.support import draws_outside_instants
 from sbmlgpu.views import ode as ode_view
 
 
 def unsupported(network: Network) -> list[tuple[str, tuple[str, ...]]]:
+    network = with_fast_factor(network)  # fast reactions: as the reference (fast.cuh)
     missing = ode_view.unsupported_when_built(network)
     if missing:
         return missing

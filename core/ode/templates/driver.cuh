@@ -52,7 +52,7 @@ SBMLGPU_HD bool ode_all_finite(const real_t* x)
     return ok;
 }
 
-{% if method == "rk4" and not watch and not history %}
+{% if method == "rk4" and not watch and not history and not fast %}
 /* rk4 without atoms: the tight loop (as a hand-written kernel would be). NaN and inf
    propagate, so a non-finite state is checked once per output interval. */
 SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int n_times,
@@ -121,6 +121,9 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
 {% if draws %}
     if (D.bad) status = SBMLGPU_STATUS_FAILED;  /* a draw with invalid arguments */
 {% endif %}
+{% if fast %}
+    if (status == SBMLGPU_STATUS_OK) status = ode_relax(t, S.x, p, &cfg);  /* fast reactions */
+{% endif %}
     long long steps = 0;
     int k = 0;
 {% if watch %}
@@ -136,6 +139,9 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
     E.draws = &D;
 {% endif %}
     if (status == SBMLGPU_STATUS_OK) status = ode_instant(&E, &W, t, S.x, p);  /* triggers at t0 */
+{% if fast %}
+    if (status == SBMLGPU_STATUS_OK) status = ode_relax(t, S.x, p, &cfg);
+{% endif %}
     if (status == SBMLGPU_STATUS_OK && !ode_all_finite(S.x)) status = SBMLGPU_STATUS_NON_FINITE;
 {% endif %}
 {% if delayed %}
@@ -310,6 +316,9 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
                 }
 {% if events %}
                 status = ode_instant(&E, &W, t, S.x, p);
+{% if fast %}
+                if (status == SBMLGPU_STATUS_OK) status = ode_relax(t, S.x, p, &cfg);
+{% endif %}
 {{ UNROLL_ATOMS }}
                 for (int a = 0; a < ODE_NATOMS; ++a) W.crossed[a] = false;
                 if (status != SBMLGPU_STATUS_OK) break;
@@ -363,6 +372,9 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
 {% if delayed %}
         if (at_due) {
             status = ode_instant(&E, &W, t, S.x, p);
+{% if fast %}
+            if (status == SBMLGPU_STATUS_OK) status = ode_relax(t, S.x, p, &cfg);
+{% endif %}
             if (status != SBMLGPU_STATUS_OK) break;
             if (!ode_all_finite(S.x)) { status = SBMLGPU_STATUS_NON_FINITE; break; }
             t_due = ode_next_due(&E);

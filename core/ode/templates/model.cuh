@@ -43,6 +43,10 @@ SBMLGPU_HD void model_outputs(const real_t t, const real_t* __restrict__ x,
 {
 {{ body.outputs }}
 }
+{% if fast %}
+
+{% include "sbmlgpu.ode:fast.cuh" %}
+{% endif %}
 {% if body.jacobian is not none %}
 
 /* J = df/dx (row-major, ODE_NX x ODE_NX) and ft = df/dt, analytic */
