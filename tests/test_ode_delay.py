@@ -106,6 +106,21 @@ def test_suite_delay_kernels_compile_for_sm90(case):
     assert nvcc_compile(src.text, "sm_90", name=src.name)
 
 
+@needs_semantic
+def test_rate_of_inside_delay_matches_the_reference():
+    """01401: P1 = delay(rateOf(S1), 1): the rates one lag back, and before the start
+    the initial values' time derivative (zero)."""
+    needs_compiler()
+    net = sbmlgpu.load(str(SEMANTIC / "01401" / "01401-sbml-l3v2.xml"))
+    times = np.linspace(0.0, 5.0, 26)
+    result = run_cpu(net, "dopri5", times=times, rtol=1e-10, atol=1e-12)
+    assert result.status[0] == Status.ok
+    ids = list(result.ids)
+    assert "P1" in ids
+    expected = reference(net, times, ids=ids)
+    assert np.allclose(result.data[0], expected, rtol=1e-6, atol=1e-9)
+
+
 def test_a_delay_model_is_accepted():
     from sbmlgpu.plugins.ode.support import unsupported
 

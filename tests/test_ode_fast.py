@@ -94,6 +94,7 @@ def test_a_fast_subsystem_without_equilibrium_fails_the_member():
         + "</listOfReactions>")
     result = run_cpu(sbmlgpu.load(text), "rodas4", times=np.linspace(0.0, 1.0, 3))
     assert result.status[0] == Status.failed
+    assert "fast reactions reached no equilibrium" in result.messages[0]
 
 
 def test_fast_reactions_are_accepted_and_named_in_the_kernel():

@@ -271,7 +271,10 @@ def _delay_context(model: KernelModel, printer: CudaPrinter, history_nodes: int)
         shortest_lag=model.shortest_lag if delayed else None,
         delayed_notes=[naming.comment(naming.sbml_text(e, names)) for e in delayed],
         body_delayed=[_function(_returning(e, printer, "delay()", f"delayed expression {k}"))
-                      for k, e in enumerate(delayed)])
+                      for k, e in enumerate(delayed)],
+        body_delayed_before={k: _function(_returning(e, printer, "delay()",
+                                                     f"delayed expression {k} before the start"))
+                             for k, e in model.delays.before.items()})
 
 
 def _fast_bodies(model: KernelModel, printer: CudaPrinter) -> dict:
@@ -315,6 +318,7 @@ def kernel_context(model: KernelModel, method: str, precision: str = "double", *
     events = _events(model, printer)
     delay = _delay_context(model, printer, history_nodes)
     body["delayed"] = delay.pop("body_delayed")
+    body["delayed_before"] = delay.pop("body_delayed_before")
     body.update(_fast_bodies(model, printer))
     nx, nout = model.n_states, len(model.outputs)
     needs_rng = sum(1 for e in model.events if e.priority is not None) >= 2

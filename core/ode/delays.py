@@ -21,12 +21,17 @@ from __future__ import annotations
 import sympy as sp
 
 from ..codegen.printer import CudaPrinter
+from ..errors import UnsupportedModelError
 from ..ir import TIME, Delay, RateOf
 
 #: Hermite nodes kept per member by default (templates/delay.cuh): a ring, so only
 #: the span of the longest lag must fit (the suite's 01593 holds 100 events, two
 #: nodes each, within its lag of 1); 8 (1 + 2 states) bytes per node
 DEFAULT_HISTORY_NODES = 1024
+
+
+NEUTRAL = ("delay() of a rateOf whose rates contain that same delay() (a neutral delay "
+           "equation: each look-up would need the one a lag earlier)")
 
 
 class DelayCall(sp.Function):
@@ -46,10 +51,15 @@ class KernelPrinter(CudaPrinter):
 class DelayTable:
     """The distinct delayed expressions of one kernel, by number."""
 
-    def __init__(self):
+    def __init__(self, rate_of=None):
+        """`rate_of(e)`: (after, before) for a delayed e with rateOf inside, the
+        rateOf calls written out for a past time after the start and before it."""
         self.exprs: list[sp.Expr] = []  # e_k, with its own delays replaced
+        self.before: dict[int, sp.Expr] = {}  # e_k before the start, where it differs
         self.lags: list[sp.Expr] = []  # every lag met (specialised)
         self._index: dict[sp.Expr, int] = {}
+        self._rate_of = rate_of
+        self._writing: set[sp.Expr] = set()
 
     def replace(self, e):
         if not isinstance(e, sp.Basic) or not e.has(Delay):
@@ -58,12 +68,23 @@ class DelayTable:
 
     def _call(self, a: Delay) -> sp.Expr:
         inner, lag = a.args
-        inner = self.replace(inner)  # its own delays first: they get lower numbers
-        if inner not in self._index:
-            self._index[inner] = len(self.exprs)
-            self.exprs.append(inner)
         self.lags.append(lag)
-        return DelayCall(sp.Integer(self._index[inner]), TIME - lag)
+        key = inner
+        if key not in self._index:
+            before = None
+            if inner.has(RateOf) and self._rate_of is not None:
+                if key in self._writing:  # e.g. x' = delay(rateOf(x), 1): a neutral DDE
+                    raise UnsupportedModelError({NEUTRAL: (str(inner),)}, who="backend 'ode'")
+                self._writing.add(key)
+                inner, before = self._rate_of(inner)
+                before = self.replace(before)
+                self._writing.discard(key)
+            inner = self.replace(inner)  # its own delays first: they get lower numbers
+            self._index[key] = len(self.exprs)
+            if before is not None:
+                self.before[len(self.exprs)] = before
+            self.exprs.append(inner)
+        return DelayCall(sp.Integer(self._index[key]), TIME - lag)
 
     def constant_lags(self, numeric) -> list[float]:
         """The lags that are numbers once fixed parameters are literals (`numeric`
@@ -82,8 +103,22 @@ class DelayTable:
         return sorted(set(out))
 
 
-def has_rate_of_inside(e) -> bool:
-    """rateOf inside delay(): the past derivative (the reference evaluates it from its
-    history and, before the start, from the initial values' time derivative); the
-    kernel refuses it."""
-    return isinstance(e, sp.Basic) and any(a.has(RateOf) for a in e.atoms(Delay))
+def rate_of_after(e: sp.Expr, x, rhs) -> sp.Expr:
+    """rateOf(a) inside a delayed e, for a past time after the start: the chain rule
+    with the rates there (as the CPU reference, core/reference/model.py)."""
+    def d(a):
+        inner = a.args[0]
+        out = sp.diff(inner, TIME) if inner.has(TIME) else sp.Integer(0)
+        for xi, fi in zip(x, rhs):
+            if inner.has(xi):
+                out += sp.diff(inner, xi) * fi
+        return out
+    return e.replace(lambda a: isinstance(a, RateOf), d)
+
+
+def rate_of_before(e: sp.Expr, x, x0) -> sp.Expr:
+    """rateOf(a) inside a delayed e, before the start: the time derivative of a on the
+    initial-value expressions (zero unless they depend on time)."""
+    before = dict(zip(x, x0))
+    return e.replace(lambda a: isinstance(a, RateOf),
+                     lambda a: sp.diff(a.args[0].xreplace(before), TIME))

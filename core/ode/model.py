@@ -26,7 +26,7 @@ from ..ir import TIME
 from ..sbml.distrib import has_draw
 from ..views.ode import OdeSystem
 from .atoms import AtomTable, AtomUse
-from .delays import DelayCall, DelayTable
+from .delays import DelayCall, DelayTable, rate_of_after, rate_of_before
 from .parameters import ParameterSpecialisation
 
 
@@ -58,7 +58,7 @@ class KernelModel:
     def __post_init__(self):
         self.parameters = ParameterSpecialisation(self.ode, self.varied, self.fixed_values)
         # delay(e, d) -> DelayCall(k, t - d) in every specialised expression (delays.py)
-        self.delays = DelayTable()
+        self.delays = DelayTable(self._rate_of_in_delay)
 
     # -- specialisation (parameters.py) ---------------------------------------------
     @property
@@ -169,6 +169,13 @@ class KernelModel:
         return bool(self.atoms)
 
     # -- delay() -----------------------------------------------------------------
+    def _rate_of_in_delay(self, e: sp.Expr) -> tuple[sp.Expr, sp.Expr]:
+        """rateOf inside delay(e): (after the start, before it), as the reference."""
+        specialise = self.parameters.specialise  # not self.specialise: no DelayCall yet
+        rhs = [specialise(f) for f in self.ode.rhs]
+        x0 = [specialise(v) for v in self.ode.x0]
+        return rate_of_after(e, self.x, rhs), rate_of_before(e, self.x, x0)
+
     @property
     def delayed(self) -> tuple[sp.Expr, ...]:
         """The delayed expressions e_k of every expression specialised so far: build

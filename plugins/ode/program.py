@@ -209,7 +209,8 @@ class OdeProgram(Program):
                                 metadata=metadata, messages=failures.messages(
                                     outcome.status, times,
                                     None if task.summary else outcome.data,
-                                    draws=bool(model.draws), delays=bool(model.delayed)))
+                                    draws=bool(model.draws), delays=bool(model.delayed),
+                                    fast=model.fast_rates is not None))
 
     # -- helpers ----------------------------------------------------------------
     def _method(self, model: KernelModel, table: np.ndarray, times: np.ndarray):

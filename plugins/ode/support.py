@@ -4,8 +4,8 @@ Refused, because the kernel cannot do it correctly (yet):
 - whatever the ODE view cannot represent (algebraic rules, reactions without rate
   math, event assignments to variables that are not states, ...); fast reactions are
   simulated as the CPU reference does (core/reference/fast.py, templates/fast.cuh);
-- rateOf inside delay() (the past derivative, which the history's Hermite nodes do
-  not give before the start), delay() in an initial value, and distrib draws in a
+- delay() in an initial value, rateOf inside delay() whose rates contain that
+  delay() (a neutral delay equation; at kernel generation), and distrib draws in a
   model with delay() (as the CPU reference: the history before the start evaluates
   the initial values again).
 - a distrib draw in a rate, rule, trigger, delay or priority (a new random number at
@@ -29,9 +29,9 @@ from __future__ import annotations
 import sympy as sp
 
 from sbmlgpu.codegen.printer import CodegenError
-from sbmlgpu.features import math_by_element
+from sbmlgpu.errors import UnsupportedModelError
 from sbmlgpu.ir import Delay, Network
-from sbmlgpu.ode.delays import DelayTable, KernelPrinter, has_rate_of_inside
+from sbmlgpu.ode.delays import NEUTRAL, DelayTable, KernelPrinter, rate_of_after, rate_of_before
 from sbmlgpu.reference.fast import with_fast_factor
 from sbmlgpu.reference.support import draws_outside_instants
 from sbmlgpu.views import ode as ode_view
@@ -52,17 +52,36 @@ def unsupported(network: Network) -> list[tuple[str, tuple[str, ...]]]:
 def _delays_not_kept(network: Network) -> list[tuple[str, tuple[str, ...]]]:
     """The uses of delay() that the kernel's history does not serve."""
     out = []
-    rate_of = tuple(dict.fromkeys(where for where, e in math_by_element(network)
-                                  if has_rate_of_inside(e)))
-    if rate_of:
-        out.append(("rateOf inside delay() (the kernel's history keeps no past "
-                    "derivative before the start)", rate_of))
     ode = ode_view.ode_system(network)
     initial = tuple(sid for sid, e in zip(ode.state_ids, ode.x0)
                     if isinstance(e, sp.Basic) and e.has(Delay))
     if initial:
         out.append(("delay() in an initial value (the history starts after them)", initial))
+    neutral = []
+    for where, e in _math(ode):
+        try:
+            _delay_table(ode).replace(e)
+        except UnsupportedModelError:
+            neutral.append(where)
+    if neutral:
+        out.append((NEUTRAL, tuple(dict.fromkeys(neutral))))
     return out
+
+
+def _delay_table(ode) -> DelayTable:
+    """delay() as the kernel prints it (sbmlgpu.ode.delays), rateOf inside it written out."""
+    return DelayTable(lambda e: (rate_of_after(e, ode.x, ode.rhs),
+                                 rate_of_before(e, ode.x, ode.x0)))
+
+
+def _math(ode):
+    """(element id, expression) of every expression a kernel evaluates."""
+    yield from zip(ode.state_ids, ode.rhs)
+    yield from zip(ode.state_ids, ode.x0)
+    yield from ode.values.items()
+    for e in ode.events:
+        for part in (e.trigger, e.priority, *(v for _, v in e.assignments)):
+            yield e.id, part
 
 
 def _check_printable(ode) -> None:
@@ -70,7 +89,7 @@ def _check_printable(ode) -> None:
     cannot print, naming every element that uses it; None when all of it prints."""
     printer = KernelPrinter({}, "double", unmapped="mangle")
     found: dict[str, list[str]] = {}
-    delays = DelayTable()  # delay() as the kernel prints it (sbmlgpu.ode.delays)
+    delays = _delay_table(ode)
 
     def check(where: str, e) -> None:
         if not isinstance(e, sp.Basic):
@@ -81,15 +100,8 @@ def _check_printable(ode) -> None:
         except CodegenError as exc:
             found.setdefault(exc.construct, []).append(where)
 
-    for sid, f in zip(ode.state_ids, ode.rhs):
-        check(sid, f)
-    for sid, e in zip(ode.state_ids, ode.x0):
-        check(sid, e)
-    for sid, e in ode.values.items():
-        check(sid, e)
-    for e in ode.events:
-        for part in (e.trigger, e.priority, *(v for _, v in e.assignments)):
-            check(e.id, part)
+    for where, e in _math(ode):
+        check(where, e)
     for e in delays.exprs:  # registered while the others were checked
         check("delay()", e)
     if found:

@@ -2,7 +2,9 @@
   delay.cuh -- delay(e, d): the member's history and the delayed expressions
   (sbmlgpu.ode.delays). Included by model.cuh after model_x0, only for models with
   delay(). Context: `history_nodes` (ring capacity), `body.delayed` (one C body per
-  delayed expression e_k, over its own (t, x, p): t is the past time).
+  delayed expression e_k, over its own (t, x, p): t is the past time),
+  `body.delayed_before` ({k: body} of e_k before the start where it differs: rateOf
+  inside delay() is the initial values' time derivative there).
 
   The history is a ring of Hermite nodes (t, x, f): the start, the end of every
   accepted step, and both sides of every jump (event), so that at a jump time the
@@ -105,20 +107,33 @@ SBMLGPU_HD void ode_history_state(const real_t* p, real_t tau, real_t t_now,
         y[i] = h00 * H->x[a][i] + h10 * h * H->f[a][i] + h01 * H->x[b][i] + h11 * h * H->f[b][i];
 }
 {% for code in body.delayed %}
+{% set k = loop.index0 %}
 
-/* delayed expression {{ loop.index0 }}: {{ delayed_notes[loop.index0] }}, at the past time t */
-SBMLGPU_HD real_t model_delayed_{{ loop.index0 }}(const real_t t, const real_t* __restrict__ x,
-                                               const real_t* __restrict__ p)
+/* delayed expression {{ k }}: {{ delayed_notes[k] }}, at the past time t */
+SBMLGPU_HD real_t model_delayed_{{ k }}(const real_t t, const real_t* __restrict__ x,
+                                     const real_t* __restrict__ p)
 {
 {{ code }}
 }
+{% if k in body.delayed_before %}
 
-/* delay(e_{{ loop.index0 }}, t_now - tau) seen from (t_now, x_now) */
-SBMLGPU_HD real_t ode_delayed_{{ loop.index0 }}(const real_t* p, real_t tau, real_t t_now,
+/* delayed expression {{ k }} before the start (its rateOf on the initial values) */
+SBMLGPU_HD real_t model_delayed_{{ k }}_before(const real_t t, const real_t* __restrict__ x,
+                                            const real_t* __restrict__ p)
+{
+{{ body.delayed_before[k] }}
+}
+{% endif %}
+
+/* delay(e_{{ k }}, t_now - tau) seen from (t_now, x_now) */
+SBMLGPU_HD real_t ode_delayed_{{ k }}(const real_t* p, real_t tau, real_t t_now,
                                              const real_t* x_now)
 {
     real_t y[ODE_NX];
     ode_history_state(p, tau, t_now, x_now, y);
-    return model_delayed_{{ loop.index0 }}(tau, y, p);
+{% if k in body.delayed_before %}
+    if (tau < ode_history_of(p)->t0) return model_delayed_{{ k }}_before(tau, y, p);
+{% endif %}
+    return model_delayed_{{ k }}(tau, y, p);
 }
 {% endfor %}
