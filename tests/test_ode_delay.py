@@ -121,6 +121,17 @@ def test_rate_of_inside_delay_matches_the_reference():
     assert np.allclose(result.data[0], expected, rtol=1e-6, atol=1e-9)
 
 
+def test_the_history_ring_is_sized_for_the_gpu_thread():
+    from sbmlgpu.errors import OptionError
+    from sbmlgpu.ode.delays import history_capacity
+
+    assert history_capacity(0, 1) == 1024  # small models: the automatic maximum
+    assert history_capacity(0, 40) == 64 * 1024 // (8 * 81)  # large ones: 64 KB
+    assert history_capacity(300, 40) == 300
+    with pytest.raises(OptionError, match="history-nodes"):
+        history_capacity(5000, 40)  # 3.2 MB: more than a thread's local memory
+
+
 def test_a_delay_model_is_accepted():
     from sbmlgpu.plugins.ode.support import unsupported
 

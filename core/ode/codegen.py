@@ -27,7 +27,7 @@ from ..errors import OptionError
 from ..ir import TIME
 from . import naming, sparse_lu
 from .atoms import use_symbol
-from .delays import DEFAULT_HISTORY_NODES, KernelPrinter
+from .delays import DEFAULT_HISTORY_NODES, KernelPrinter, history_capacity
 from .model import KernelModel
 from .sinks import TrajectorySink
 
@@ -267,7 +267,8 @@ def _delay_context(model: KernelModel, printer: CudaPrinter, history_nodes: int)
     delayed = model.delayed
     names = naming.sbml_names(model)
     return dict(
-        history=bool(delayed), history_nodes=int(history_nodes),
+        history=bool(delayed),
+        history_nodes=history_capacity(history_nodes, model.n_states) if delayed else 0,
         shortest_lag=model.shortest_lag if delayed else None,
         delayed_notes=[naming.comment(naming.sbml_text(e, names)) for e in delayed],
         body_delayed=[_function(_returning(e, printer, "delay()", f"delayed expression {k}"))

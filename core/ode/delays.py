@@ -21,13 +21,32 @@ from __future__ import annotations
 import sympy as sp
 
 from ..codegen.printer import CudaPrinter
-from ..errors import UnsupportedModelError
+from ..errors import OptionError, UnsupportedModelError
 from ..ir import TIME, Delay, RateOf
 
-#: Hermite nodes kept per member by default (templates/delay.cuh): a ring, so only
-#: the span of the longest lag must fit (the suite's 01593 holds 100 events, two
-#: nodes each, within its lag of 1); 8 (1 + 2 states) bytes per node
-DEFAULT_HISTORY_NODES = 1024
+#: history nodes per member (templates/delay.cuh): 0 = as many as fit in
+#: AUTO_HISTORY_BYTES, at most AUTO_HISTORY_NODES. A ring, so only the span of the
+#: longest lag must fit (the suite's 01593 holds 100 events, two nodes each, within its
+#: lag of 1). On the GPU the ring is local memory, which the driver reserves for every
+#: thread that can be resident (~270,000 on an H100): 64 KB each is ~17 GB.
+DEFAULT_HISTORY_NODES = 0
+AUTO_HISTORY_NODES = 1024
+AUTO_HISTORY_BYTES = 64 * 1024
+#: a GPU thread's local memory is at most 512 KB; the rest of its frame needs some
+MAX_HISTORY_BYTES = 448 * 1024
+
+
+def history_capacity(requested: int, n_states: int) -> int:
+    """The ring's nodes for `requested` (0: automatic) and a model of `n_states`;
+    OptionError where the ring would not fit in a GPU thread's local memory."""
+    per_node = 8 * (1 + 2 * max(n_states, 1))  # t, x, dx/dt in double
+    nodes = int(requested) or max(16, min(AUTO_HISTORY_NODES, AUTO_HISTORY_BYTES // per_node))
+    if nodes * per_node > MAX_HISTORY_BYTES:
+        raise OptionError("history-nodes", f"{nodes} nodes of {per_node} bytes ({n_states} "
+                                           f"states) exceed the {MAX_HISTORY_BYTES // 1024} KB "
+                                           f"of a GPU thread's local memory: at most "
+                                           f"{MAX_HISTORY_BYTES // per_node}")
+    return nodes
 
 
 NEUTRAL = ("delay() of a rateOf whose rates contain that same delay() (a neutral delay "

@@ -65,9 +65,10 @@ class OdeOptions(BackendOptions):
     history_nodes: int = option(DEFAULT_HISTORY_NODES,
                                 "models with delay(): (t, x, dx/dt) nodes of the past kept "
                                 "per member (a ring, in GPU local memory: 8 (1 + 2 states) "
-                                "bytes each); a member whose look-up needs an overwritten "
-                                "node fails: raise it for long lags or many events within a "
-                                "lag", minimum=4, maximum=1 << 20)
+                                "bytes each, at most 448 KB); a member whose look-up needs "
+                                "an overwritten node fails: raise it for long lags or many "
+                                "events within a lag [default 0: 1024, fewer where they "
+                                "would take more than 64 KB]", minimum=0, maximum=1 << 20)
     spill_bytes: int = option(2 << 30, "full time courses larger than this are written to "
                                        "a memory-mapped file (in $TMPDIR) instead of host "
                                        "memory", minimum=0)
