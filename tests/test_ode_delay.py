@@ -132,6 +132,13 @@ def test_the_history_ring_is_sized_for_the_gpu_thread():
         history_capacity(5000, 40)  # 3.2 MB: more than a thread's local memory
 
 
+def test_the_numpy_cpu_engine_refuses_delay_by_name():
+    from sbmlgpu.errors import UnsupportedModelError
+
+    with pytest.raises(UnsupportedModelError, match="delay.*numpy CPU engine"):
+        run_cpu(negative_feedback(), "dopri5", times=[0.0, 1.0], cpu_engine="numpy")
+
+
 def test_a_delay_model_is_accepted():
     from sbmlgpu.plugins.ode.support import unsupported
 

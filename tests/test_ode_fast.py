@@ -107,6 +107,13 @@ def test_fast_reactions_are_accepted_and_named_in_the_kernel():
     assert "model_fast_jacobian" in src.text and "ode_relax(t, S.x, p, &cfg)" in src.text
 
 
+def test_the_numpy_cpu_engine_refuses_fast_reactions_by_name():
+    from sbmlgpu.errors import UnsupportedModelError
+
+    with pytest.raises(UnsupportedModelError, match="fast reactions.*numpy CPU engine"):
+        run_cpu(sbmlgpu.load(fast_binding()), "rodas4", times=[0.0, 1.0], cpu_engine="numpy")
+
+
 @needs_nvcc
 @pytest.mark.parametrize("method", ["dopri5", "rodas4"])
 def test_fast_kernels_compile_for_sm90(method):

@@ -213,6 +213,22 @@ class KernelModel:
             return None
         return jac.applyfunc(_drop_dirac)
 
+    def kernel_only_features(self) -> dict[str, tuple[str, ...]]:
+        """{feature: element ids} of what only the generated kernel implements
+        (delay.cuh, fast.cuh), not the numeric functions of the model."""
+        from ..features import delay_users
+        from ..ir import sym
+        from ..reference import fast
+
+        out = {}
+        if self.delayed:
+            out["delay()"] = delay_users(self.ode.network)
+        if self.fast_rates is not None:
+            factor = sym(fast.FACTOR_ID)
+            out["fast reactions"] = tuple(r.id for r in self.ode.network.reactions
+                                          if isinstance(r.rate, sp.Basic) and r.rate.has(factor))
+        return out
+
     # -- Jacobian ---------------------------------------------------------------
     @cached_property
     def jacobian(self) -> sp.Matrix | None:
