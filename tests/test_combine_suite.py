@@ -20,7 +20,7 @@ from .shared_data import SEMANTIC, needs_semantic
 # a representative set: the third time-course case of each tag (events with and without
 # delay and priority, assignment/rate/algebraic rules, initial assignments, amounts and
 # concentrations, hasOnlySubstanceUnits, delay(), rateOf, conversion factors, ...);
-# 00939 uses delay(), which the ode backend refuses: it runs on the reference instead
+# 00939 uses delay() (the ode kernel's history)
 CASES = ["00003", "00463", "00113", "00033", "00078", "00184", "00037", "00074", "00073",
          "00963", "00084", "00853", "00939", "00053", "00027", "00059", "00009", "01121",
          "00129", "00111", "01251"]

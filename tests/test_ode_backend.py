@@ -8,7 +8,7 @@ import pytest
 
 import sbmlgpu
 from sbmlgpu import plugin_manager
-from sbmlgpu.errors import OptionError, UnsupportedModelError
+from sbmlgpu.errors import OptionError
 
 from .ode_helpers import (MODELS, apply, ci, cn, load, needs_compiler, rate_rule_model,
                           run_cpu)
@@ -71,7 +71,8 @@ def _events_model(delay: bool) -> str:
     return rate_rule_model({"x": (1.0, apply("minus", ci("x")))}, events=event)
 
 
-def test_supports_accepts_events_and_refuses_delay_functions():
+def test_supports_accepts_events_and_delay_functions():
+    """delay() is simulated from the member's history (tests/test_ode_delay.py)."""
     backend = ode_backend.OdeBackend()
     assert backend.supports(sbmlgpu.load(_events_model(delay=True))) == []
     assert backend.supports(sbmlgpu.load(_events_model(delay=False))) == []
@@ -79,10 +80,7 @@ def test_supports_accepts_events_and_refuses_delay_functions():
                                                     "definitionURL=\"http://www.sbml.org/sbml/"
                                                     "symbols/delay\">delay</csymbol>"
                                                     + ci("x") + cn(0.5) + "</apply>"))})
-    refused = backend.supports(sbmlgpu.load(delay_model))
-    assert refused and "delay()" in refused[0][0] and refused[0][1] == ("x",)
-    with pytest.raises(UnsupportedModelError):
-        backend.compile(sbmlgpu.load(delay_model), OdeOptions(), None)
+    assert backend.supports(sbmlgpu.load(delay_model)) == []
 
 
 # -- ensembles ----------------------------------------------------------------

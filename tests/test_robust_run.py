@@ -27,7 +27,13 @@ def decay(tmp_path):
 
 
 @pytest.fixture
-def delayed(tmp_path):
+def delayed(tmp_path, monkeypatch):
+    """A model the ode backend refuses: it simulates delay() now, so its refusal is
+    stood in for here (the fallback, not the feature, is what these tests test)."""
+    from sbmlgpu.plugins.ode.backend import OdeBackend
+
+    monkeypatch.setattr(OdeBackend, "supports",
+                        lambda self, network: [("delay() (refused in this test)", ("r",))])
     path = tmp_path / "delayed.xml"
     path.write_text(sbml_model(species("A", 10) + species("B", 0), parameter("k", 1),
                                reaction("r", ["A"], ["B"], DELAYED_LAW)))

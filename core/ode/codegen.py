@@ -28,6 +28,7 @@ from ..ir import TIME
 from . import naming, sparse_lu
 from .atoms import use_symbol
 from .kernel_source import KernelSource
+from .delays import DEFAULT_HISTORY_NODES, KernelPrinter, history_capacity
 from .model import KernelModel
 from .sinks import TrajectorySink
 
@@ -46,7 +47,7 @@ def model_printer(model: KernelModel, precision: str) -> CudaPrinter:
     symbols.update({x: f"x[{i}]" for i, x in enumerate(model.x)})
     symbols.update({p: f"p[{j}]" for j, p in enumerate(model.p_symbols)})
     symbols.update({use_symbol(k): f"b[{k}]" for k in range(len(model.uses))})
-    printer = CudaPrinter(symbols, precision, unmapped="raise")
+    printer = KernelPrinter(symbols, precision, unmapped="raise")
     for symbol, value in model.literals.items():  # fixed parameters: literals
         text = printer.literal(value)
         printer.symbols[symbol] = f"({text})" if text.startswith("-") else text
@@ -247,8 +248,50 @@ class KernelContext:
     plan: sparse_lu.SparsePlan | None
 
 
+def _delay_context(model: KernelModel, printer: CudaPrinter, history_nodes: int) -> dict:
+    """delay.cuh's context: the delayed expressions' bodies (after every other body is
+    printed: printing them registers the delays) and the history's size."""
+    delayed = model.delayed
+    names = naming.sbml_names(model)
+    return dict(
+        history=bool(delayed),
+        history_nodes=history_capacity(history_nodes, model.n_states) if delayed else 0,
+        shortest_lag=model.shortest_lag if delayed else None,
+        delayed_notes=[naming.comment(naming.sbml_text(e, names)) for e in delayed],
+        body_delayed=[_function(_returning(e, printer, "delay()", f"delayed expression {k}"))
+                      for k, e in enumerate(delayed)],
+        body_delayed_before={k: _function(_returning(e, printer, "delay()",
+                                                     f"delayed expression {k} before the start"))
+                             for k, e in model.delays.before.items()})
+
+
+def _fast_bodies(model: KernelModel, printer: CudaPrinter) -> dict:
+    """fast.cuh's bodies: the fast reactions' rates and their Jacobian (printed when
+    it prints; None: forward differences in the kernel)."""
+    if model.fast_rates is None:
+        return {"fast": None, "fast_jacobian": None}
+    states = naming.state_comments(model)
+    nx = model.n_states
+    bodies = {"fast": _function(_assign(model.fast_rates, [f"dx[{i}]" for i in range(nx)],
+                                        printer, "fast reactions", states)),
+              "fast_jacobian": None}
+    jac = model.fast_jacobian
+    if jac is not None:
+        entries = [(i * nx + j, jac[i, j]) for i in range(nx) for j in range(nx)
+                   if jac[i, j] != 0]
+        try:
+            bodies["fast_jacobian"] = _function(_assign(
+                [e for _, e in entries], [f"J[{k}]" for k, _ in entries], printer,
+                "fast reactions", [naming.jacobian_comment(model, k // nx, k % nx)
+                                   for k, _ in entries]))
+        except CodegenError:
+            pass  # forward differences in the kernel
+    return bodies
+
+
 def kernel_context(model: KernelModel, method: str, precision: str = "double", *,
-                   sink=None, block_size: int = 128, jacobian: str = "auto") -> KernelContext:
+                   sink=None, block_size: int = 128, jacobian: str = "auto",
+                   history_nodes: int = DEFAULT_HISTORY_NODES) -> KernelContext:
     """The context of core/ode/templates for `model` integrated with `method` ('rk4',
     'dopri5', 'rodas4'), writing through `sink` (sinks.py; default: trajectories)."""
     if method not in METHODS:
@@ -261,6 +304,10 @@ def kernel_context(model: KernelModel, method: str, precision: str = "double", *
         plan = sparse_lu.plan(sparse_lu.jacobian_pattern(model.jacobian), model.n_states)
     body = _bodies(model, printer, jac_mode, plan)
     events = _events(model, printer)
+    delay = _delay_context(model, printer, history_nodes)
+    body["delayed"] = delay.pop("body_delayed")
+    body["delayed_before"] = delay.pop("body_delayed_before")
+    body.update(_fast_bodies(model, printer))
     nx, nout = model.n_states, len(model.outputs)
     needs_rng = sum(1 for e in model.events if e.priority is not None) >= 2
     uses = [(u.atom, u.rel) for u in model.uses]
@@ -286,19 +333,21 @@ def kernel_context(model: KernelModel, method: str, precision: str = "double", *
         diag_entries=[plan.index[(k, k)] for k in range(plan.n)] if plan else [],
         lu_code=sparse_lu.lu_code(plan) if plan else "",
         solve_code=sparse_lu.solve_code(plan) if plan else "",
+        fast=model.fast_rates is not None, **delay,
     )
     return KernelContext(values, jac_mode, plan)
 
 
 def generate(model: KernelModel, method: str, precision: str = "double", *,
              template: tuple[str, str], sink=None, prefix: str = "ode",
-             block_size: int = 128, jacobian: str = "auto") -> KernelSource:
+             block_size: int = 128, jacobian: str = "auto",
+             history_nodes: int = DEFAULT_HISTORY_NODES) -> KernelSource:
     """The kernel source of `template` ((package, file): a backend's kernel that
     composes core/ode/templates) for `model` integrated with `method`, writing
     through `sink`. The file name is `<prefix>_<model id>_<method>_<precision>_<hash>.cu`."""
     sink = sink if sink is not None else TrajectorySink()
     context = kernel_context(model, method, precision, sink=sink, block_size=block_size,
-                             jacobian=jacobian)
+                             jacobian=jacobian, history_nodes=history_nodes)
     text = render(*template, **context.values)
     digest = hashlib.sha256(text.encode()).hexdigest()[:12]
     safe = re.sub(r"[^A-Za-z0-9_]", "_", model.ode.network.id or "model")[:40]

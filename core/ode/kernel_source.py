@@ -7,6 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+#: history nodes per member of a model with delay() (0: chosen by size; delays.py
+#: says how); here rather than in delays.py so that the options need no sympy
+DEFAULT_HISTORY_NODES = 0
+
 
 @dataclass(frozen=True)
 class KernelSource:

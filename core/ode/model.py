@@ -26,6 +26,7 @@ from ..ir import TIME
 from ..sbml.distrib import has_draw
 from ..views.ode import OdeSystem
 from .atoms import AtomTable, AtomUse
+from .delays import DelayCall, DelayTable, rate_of_after, rate_of_before
 from .parameters import ParameterSpecialisation
 
 
@@ -56,6 +57,8 @@ class KernelModel:
 
     def __post_init__(self):
         self.parameters = ParameterSpecialisation(self.ode, self.varied, self.fixed_values)
+        # delay(e, d) -> DelayCall(k, t - d) in every specialised expression (delays.py)
+        self.delays = DelayTable(self._rate_of_in_delay)
 
     # -- specialisation (parameters.py) ---------------------------------------------
     @property
@@ -67,7 +70,7 @@ class KernelModel:
         return self.parameters.literals
 
     def specialise(self, e) -> sp.Basic:
-        return self.parameters.specialise(e)
+        return self.delays.replace(self.parameters.specialise(e))
 
     def numeric(self, e) -> sp.Basic:
         """`e` (specialised) with the literals substituted: for numeric evaluation."""
@@ -108,7 +111,7 @@ class KernelModel:
     # -- events -----------------------------------------------------------------
     @cached_property
     def _events_and_atoms(self) -> tuple[tuple[EventSpec, ...], AtomTable, frozenset[int]]:
-        atoms = AtomTable(set(self.ode.x))
+        atoms = AtomTable(set(self.ode.x), also_dynamic=(DelayCall,))
         events = []
         for e in self.ode.events:
             trigger = atoms.split_trigger(self.specialise(e.trigger), f"event {e.id}")
@@ -154,7 +157,8 @@ class KernelModel:
         the step, as event triggers are."""
         states = set(self.x)
         return tuple(a for a in self.switches
-                     if not (self.atoms[a].free_symbols & states))
+                     if not (self.atoms[a].free_symbols & states)
+                     and not self.atoms[a].has(DelayCall))  # a past state moves too
 
     @property
     def uses(self) -> tuple[AtomUse, ...]:
@@ -163,6 +167,67 @@ class KernelModel:
     @property
     def watches_crossings(self) -> bool:
         return bool(self.atoms)
+
+    # -- delay() -----------------------------------------------------------------
+    def _rate_of_in_delay(self, e: sp.Expr) -> tuple[sp.Expr, sp.Expr]:
+        """rateOf inside delay(e): (after the start, before it), as the reference."""
+        specialise = self.parameters.specialise  # not self.specialise: no DelayCall yet
+        rhs = [specialise(f) for f in self.ode.rhs]
+        x0 = [specialise(v) for v in self.ode.x0]
+        return rate_of_after(e, self.x, rhs), rate_of_before(e, self.x, x0)
+
+    @property
+    def delayed(self) -> tuple[sp.Expr, ...]:
+        """The delayed expressions e_k of every expression specialised so far: build
+        the model's expressions (rhs, outputs, events) before reading this."""
+        self.rhs, self.output_exprs, self.events  # noqa: B018 - they register the delays
+        return tuple(self.delays.exprs)
+
+    @property
+    def shortest_lag(self) -> float | None:
+        """The shortest lag that is a number once fixed parameters are literals (steps
+        are no longer, so that stages look up known history); None without one."""
+        lags = self.delays.constant_lags(self.numeric)
+        return lags[0] if lags else None
+
+    # -- fast reactions ----------------------------------------------------------
+    @cached_property
+    def fast_rates(self) -> tuple[sp.Expr, ...] | None:
+        """The fast reactions' part of the rates, f_fast = df/dK (the view's rates are
+        f_slow + K f_fast: sbmlgpu.reference.fast); None without fast reactions."""
+        from ..reference import fast  # here: the reference package imports scipy
+
+        if fast.FACTOR_ID not in self.ode.p_ids:
+            return None
+        factor = self.ode.p[self.ode.p_ids.index(fast.FACTOR_ID)]
+        return tuple(fast.split_rates(self.rhs, factor))
+
+    @cached_property
+    def fast_jacobian(self) -> sp.Matrix | None:
+        """d f_fast / dx, None where sympy cannot write it (the kernel then takes
+        forward differences)."""
+        if not self.fast_rates:
+            return None
+        jac = sp.Matrix(self.fast_rates).jacobian(sp.Matrix(self.x))
+        if any(isinstance(e, sp.Basic) and e.has(sp.Derivative, sp.Subs) for e in jac):
+            return None
+        return jac.applyfunc(_drop_dirac)
+
+    def kernel_only_features(self) -> dict[str, tuple[str, ...]]:
+        """{feature: element ids} of what only the generated kernel implements
+        (delay.cuh, fast.cuh), not the numeric functions of the model."""
+        from ..features import delay_users
+        from ..ir import sym
+        from ..reference import fast
+
+        out = {}
+        if self.delayed:
+            out["delay()"] = delay_users(self.ode.network)
+        if self.fast_rates is not None:
+            factor = sym(fast.FACTOR_ID)
+            out["fast reactions"] = tuple(r.id for r in self.ode.network.reactions
+                                          if isinstance(r.rate, sp.Basic) and r.rate.has(factor))
+        return out
 
     # -- Jacobian ---------------------------------------------------------------
     @cached_property

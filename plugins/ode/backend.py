@@ -24,13 +24,15 @@ class OdeBackend(Backend):
         return unsupported(network)
 
     def compile(self, network: Network, options: BackendOptions, device=None) -> Program:
+        from sbmlgpu.reference.fast import with_fast_factor
         from sbmlgpu.views.ode import ode_system
 
         from .program import OdeProgram
 
         options = OdeOptions.coerce(options)
         self.check_supported(network)
-        return OdeProgram(network, ode_system(network), options, device)
+        # fast reactions: rates scaled by a large factor, relaxed at jumps (fast.cuh)
+        return OdeProgram(network, ode_system(with_fast_factor(network)), options, device)
 
     def restore(self, state: dict, options: BackendOptions, device=None) -> Program:
         """A program from the model cache's state (sbmlgpu.model_cache; warm.py)."""

@@ -38,6 +38,12 @@ def cpu_engine(source: KernelSource, model: KernelModel, method: str, options: O
         choice = "native" if host_compiler() is not None else "numpy"
     if choice == "native":
         return HostEngine(source, host_kernel(source))
+    only = model.kernel_only_features()
+    if only:
+        raise UnsupportedModelError(
+            {f"{name} on the numpy CPU engine (the generated kernel does it: use the native "
+             f"engine, which needs a C++ compiler, or a GPU)": ids for name, ids in only.items()},
+            who="backend 'ode'")
     if model.draws:
         raise UnsupportedModelError(
             {"distrib draw on the numpy CPU engine (its samplers are the kernel's, "

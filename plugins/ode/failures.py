@@ -24,6 +24,11 @@ EVENTS_FAILED = (
     "instant (more than 100,000 executions), more delayed event instances were pending "
     "than the kernel keeps, or an event's delay was negative; check the event triggers, "
     "assignments and delays")
+NO_FAST_EQUILIBRIUM = ("; or (a model with fast reactions) the fast reactions reached no "
+                       "equilibrium at the start or after an event (rates that grow "
+                       "without bound, or too stiff to relax)")
+HISTORY_LOST = ("; or (a model with delay()) a look-up needed a past state that the "
+                "history ring no longer held: raise --history-nodes")
 
 
 def _non_finite(times: np.ndarray, rows: np.ndarray | None) -> str:
@@ -73,15 +78,19 @@ def _stopped(name: str, times: np.ndarray, rows: np.ndarray | None) -> str:
 
 
 def messages(status: np.ndarray, times: np.ndarray, data: np.ndarray | None, *,
-             draws: bool = False) -> dict[int, str]:
+             draws: bool = False, delays: bool = False,
+             fast: bool = False) -> dict[int, str]:
     """{member: message} for the first MAX_MESSAGES failed members; `data` (members,
     times, outputs) when full time courses were kept, else None; `draws`: the model
-    has distrib draws, whose invalid arguments also fail a member."""
+    has distrib draws, whose invalid arguments also fail a member; `delays`: it has
+    delay(), whose history ring may run short; `fast`: it has fast reactions, whose
+    relaxation may find no equilibrium."""
     out = {}
     for i in np.flatnonzero(np.asarray(status) != Status.ok)[:MAX_MESSAGES]:
         code = int(status[i])
         if code == Status.failed:
-            out[int(i)] = (DRAW_FAILED + "; or " + EVENTS_FAILED) if draws else EVENTS_FAILED
+            out[int(i)] = ((DRAW_FAILED + "; or " + EVENTS_FAILED) if draws else EVENTS_FAILED) \
+                + (HISTORY_LOST if delays else "") + (NO_FAST_EQUILIBRIUM if fast else "")
         elif code == Status.non_finite:
             out[int(i)] = _non_finite(times, None if data is None else np.asarray(data[i]))
         elif Status(code).name in LIMIT_ADVICE:

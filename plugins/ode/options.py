@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from sbmlgpu.backend import BackendOptions, option
 from sbmlgpu.errors import OptionError
+from sbmlgpu.ode.kernel_source import DEFAULT_HISTORY_NODES
 
 METHODS = ("auto", "rk4", "dopri5", "rodas4")
 PRECISIONS = ("double", "float")
@@ -91,6 +92,13 @@ class OdeOptions(BackendOptions):
                                       "quantiles of --summary (each block counts in shared "
                                       "memory: 4 bytes per bin)", minimum=16,
                                 maximum=1 << 14)
+    history_nodes: int = option(DEFAULT_HISTORY_NODES,
+                                "models with delay(): (t, x, dx/dt) nodes of the past kept "
+                                "per member (a ring, in GPU local memory: 8 (1 + 2 states) "
+                                "bytes each, at most 448 KB); a member whose look-up needs "
+                                "an overwritten node fails: raise it for long lags or many "
+                                "events within a lag [default 0: 1024, fewer where they "
+                                "would take more than 64 KB]", minimum=0, maximum=1 << 20)
     spill_bytes: int = option(2 << 30, "full time courses larger than this are written to "
                                        "a memory-mapped file (in $TMPDIR) instead of host "
                                        "memory", minimum=0)

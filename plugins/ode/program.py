@@ -32,7 +32,7 @@ from sbmlgpu.tasks import TimeCourse
 from sbmlgpu.ensemble_summary import OVER_OK_MEMBERS
 from sbmlgpu.errors import OptionError
 from sbmlgpu.ode.engines import BatchOutput, GpuEngine, LaunchConfig, bytes_per_member
-from sbmlgpu.ode.kernel_source import KernelSource
+from sbmlgpu.ode.kernel_source import DEFAULT_HISTORY_NODES, KernelSource
 from sbmlgpu.outputs import default_outputs
 from sbmlgpu.profile import phase
 from sbmlgpu.results import TimeCourseResult
@@ -56,12 +56,13 @@ KERNEL = ("sbmlgpu.plugins.ode", "ode.cu")
 
 
 def kernel_source(model: KernelModel, method: str, precision: str = "double", *,
-                  block_size: int = 128, jacobian: str = "auto") -> KernelSource:
+                  block_size: int = 128, jacobian: str = "auto",
+                  history_nodes: int = DEFAULT_HISTORY_NODES) -> KernelSource:
     """The source of this backend's kernel for `model` integrated with `method`."""
     from sbmlgpu.ode.codegen import generate
 
     return generate(model, method, precision, template=KERNEL, block_size=block_size,
-                    jacobian=jacobian)
+                    jacobian=jacobian, history_nodes=history_nodes)
 
 
 class OdeProgram(Program):
@@ -98,7 +99,7 @@ class OdeProgram(Program):
     def _source(self, model: KernelModel, method: str) -> KernelSource:
         o = self.options
         source = kernel_source(model, method, o.precision, block_size=o.block_size,
-                               jacobian=o.jacobian)
+                               jacobian=o.jacobian, history_nodes=o.history_nodes)
         self._sources[source.name] = source.text
         return source
 
@@ -226,7 +227,7 @@ class OdeProgram(Program):
                                 metadata=metadata, messages=failures.messages(
                                     outcome.status, times,
                                     None if task.summary else outcome.data,
-                                    draws=spec.draws))
+                                    draws=spec.draws, delays=spec.delays, fast=spec.fast))
 
     # -- helpers ----------------------------------------------------------------
     def _specialise(self, varied: tuple[str, ...], outputs: tuple[str, ...],
@@ -246,7 +247,8 @@ class OdeProgram(Program):
             method, why = cache.method(key, lambda: self._method(model, table, times))
         with phase(profiler, "generate kernel"):
             source, engine = self._engine(model, method)
-        return cache.add(key, Specialisation(method, why, source, engine, bool(model.draws)))
+        return cache.add(key, Specialisation(method, why, source, engine, bool(model.draws),
+                                             bool(model.delayed), model.fast_rates is not None))
 
     def warm_state(self, previous: dict | None = None) -> dict:
         """What a run in a new process needs to skip sympy (sbmlgpu.model_cache;

@@ -30,6 +30,8 @@ class Specialisation:
     source: KernelSource
     engine: Any
     draws: bool
+    delays: bool = False  # delay(): failure messages name the history ring
+    fast: bool = False  # fast reactions: failure messages name the relaxation
 
 
 def model_key(varied, outputs, constant: dict) -> tuple:
@@ -85,6 +87,7 @@ class SpecialisationCache:
                 "varied": list(varied), "outputs": list(outputs),
                 "constant": [[k, v] for k, v in constant], "values": values,
                 "method": spec.method, "why": spec.why, "draws": spec.draws,
+                "delays": spec.delays, "fast": spec.fast,
                 "engine": spec.engine.name, "source": asdict(spec.source),
                 "library": library(spec) if spec.engine.name == "native" else None})
         return records

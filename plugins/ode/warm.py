@@ -73,7 +73,8 @@ class WarmOdeProgram(OdeProgram):
             source = KernelSource(**record["source"])
             engine = self._warm_engine(source, record)
             spec = Specialisation(record["method"], record["why"], source, engine,
-                                  bool(record["draws"]))
+                                  bool(record["draws"]), bool(record.get("delays")),
+                                  bool(record.get("fast")))
         except (KeyError, TypeError) as exc:
             raise Miss(f"a damaged cached kernel record ({exc})") from None
         self._sources[source.name] = source.text

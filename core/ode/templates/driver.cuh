@@ -58,7 +58,7 @@ SBMLGPU_HD bool ode_all_finite(const real_t* x)
     return ok;
 }
 
-{% if method == "rk4" and not watch %}
+{% if method == "rk4" and not watch and not history and not fast %}
 /* rk4 without atoms: the tight loop (as a hand-written kernel would be). NaN and inf
    propagate, so a non-finite state is checked once per output interval. */
 SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int n_times,
@@ -133,6 +133,9 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
 {% if draws %}
     if (D.bad) status = SBMLGPU_STATUS_FAILED;  /* a draw with invalid arguments */
 {% endif %}
+{% if fast %}
+    if (status == SBMLGPU_STATUS_OK) status = ode_relax(t, S.x, p, &cfg);  /* fast reactions */
+{% endif %}
     long long steps = 0;
     int k = 0;
 {% if watch %}
@@ -148,6 +151,9 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
     E.draws = &D;
 {% endif %}
     if (status == SBMLGPU_STATUS_OK) status = ode_instant(&E, &W, t, S.x, p);  /* triggers at t0 */
+{% if fast %}
+    if (status == SBMLGPU_STATUS_OK) status = ode_relax(t, S.x, p, &cfg);
+{% endif %}
     if (status == SBMLGPU_STATUS_OK && !ode_all_finite(S.x)) status = SBMLGPU_STATUS_NON_FINITE;
 {% endif %}
 {% if delayed %}
@@ -158,12 +164,18 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
     if (status == SBMLGPU_STATUS_OK) {
         while (k < n_times && times[k] <= t) { ode_write(t, S.x, p, sink, k); ++k; }
         if (k < n_times) ode_start(&S, t, p, &cfg, t_end);
+{% if history %}
+        ode_history_add(p, t, S.x, S.f);  /* delay(): the first node */
+{% endif %}
     }
 {% if adaptive %}
     real_t hmax = t_end - t;
     if (cfg.max_step > ODE_R(0)) hmax = ODE_MIN(hmax, cfg.max_step);
 {% if natoms %}
     hmax = ODE_MIN(hmax, (t_end - t) / (real_t)(n_times - 1 > 50 ? n_times - 1 : 50));
+{% endif %}
+{% if shortest_lag %}
+    hmax = ODE_MIN(hmax, ODE_R({{ shortest_lag | float }}));  /* stages look up known history */
 {% endif %}
 {% else %}
     int grid_n = 0, grid_m = 0;
@@ -303,6 +315,9 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
 {{ unroll }}
                 for (int i = 0; i < ODE_NX; ++i) S.x[i] = y[i];
                 t = tau;
+{% if history %}
+                { real_t fy[ODE_NX]; model_rhs(t, S.x, p, fy); ode_history_add(p, t, S.x, fy); }
+{% endif %}
                 /* atoms that crossed here are on their new side at this instant */
                 model_atoms(t, S.x, p, gy);
 {{ UNROLL_ATOMS }}
@@ -315,6 +330,9 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
                 }
 {% if events %}
                 status = ode_instant(&E, &W, t, S.x, p);
+{% if fast %}
+                if (status == SBMLGPU_STATUS_OK) status = ode_relax(t, S.x, p, &cfg);
+{% endif %}
 {{ UNROLL_ATOMS }}
                 for (int a = 0; a < ODE_NATOMS; ++a) W.crossed[a] = false;
                 if (status != SBMLGPU_STATUS_OK) break;
@@ -325,6 +343,9 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
 {% endif %}
                 ode_watch_signs(&W, t, S.x, p, W.s);
                 ode_restart(&S, t, p);
+{% if history %}
+                ode_history_add(p, t, S.x, S.f);  /* the side after the jump */
+{% endif %}
                 while (k < n_times && times[k] <= t) { ode_write(t, S.x, p, sink, k); ++k; }
 {% if not adaptive %}
                 grid_m = grid_n;  /* a new grid from the crossing to the next output */
@@ -354,6 +375,10 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
             ++k;
         }
         t = t_new;
+{% if history %}
+        ode_history_add(p, t, S.xn, S.fn);
+        if (ode_history_of(p)->lost) { status = SBMLGPU_STATUS_FAILED; break; }  /* ring too short */
+{% endif %}
         ode_accept(&S);
 {% if not adaptive %}
         if (grid_m == grid_n && !ode_all_finite(S.x)) { status = SBMLGPU_STATUS_NON_FINITE; break; }
@@ -361,11 +386,17 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
 {% if delayed %}
         if (at_due) {
             status = ode_instant(&E, &W, t, S.x, p);
+{% if fast %}
+            if (status == SBMLGPU_STATUS_OK) status = ode_relax(t, S.x, p, &cfg);
+{% endif %}
             if (status != SBMLGPU_STATUS_OK) break;
             if (!ode_all_finite(S.x)) { status = SBMLGPU_STATUS_NON_FINITE; break; }
             t_due = ode_next_due(&E);
             ode_watch_signs(&W, t, S.x, p, W.s);
             ode_restart(&S, t, p);
+{% if history %}
+            ode_history_add(p, t, S.x, S.f);  /* the side after the jump */
+{% endif %}
             while (k < n_times && times[k] <= t) { ode_write(t, S.x, p, sink, k); ++k; }
 {% if not adaptive %}
             grid_m = grid_n;

@@ -24,7 +24,13 @@ SBMLGPU_HD void ode_member(long long i, long long n, const real_t* __restrict__ 
                            signed char* __restrict__ status, int* __restrict__ steps,
                            const ode_config cfg, unsigned long long member)
 {
+{% if history %}
+    ode_params_with_history P;  /* p, then the member's delay() history (delay.cuh) */
+    real_t* p = P.p;
+    ode_history_init(&P.history, times[0]);
+{% else %}
     real_t p[ODE_NP];
+{% endif %}
 {% for j in range(np) %}
     p[{{ j }}] = table[{{ j }}LL * n + i]; /* {{ varied[j] }} */
 {% endfor %}

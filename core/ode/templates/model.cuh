@@ -25,6 +25,10 @@ SBMLGPU_HD void model_x0(const real_t t, const real_t* __restrict__ p,
 {
 {{ body.x0 }}
 }
+{% if history %}
+
+{% include "sbmlgpu.ode:delay.cuh" %}
+{% endif %}
 
 /* dx = f(t, x, p) */
 ODE_MODEL_FN void model_rhs(const real_t t, const real_t* __restrict__ x,
@@ -39,6 +43,10 @@ SBMLGPU_HD void model_outputs(const real_t t, const real_t* __restrict__ x,
 {
 {{ body.outputs }}
 }
+{% if fast %}
+
+{% include "sbmlgpu.ode:fast.cuh" %}
+{% endif %}
 {% if body.jacobian is not none %}
 
 /* J = df/dx (row-major, ODE_NX x ODE_NX) and ft = df/dt, analytic */
