@@ -44,7 +44,7 @@ from sbmlgpu.views.ode import OdeSystem
 from . import bundling, failures
 from .cpu import cpu_engine
 from .options import OdeOptions
-from .stiffness import choose_method
+from .stiffness import choose_method, screen_members
 
 log = logging.getLogger("sbmlgpu.ode")
 WARP = 32
@@ -213,8 +213,10 @@ class OdeProgram(Program):
     def _method(self, model: KernelModel, table: np.ndarray, times: np.ndarray):
         if self.options.method != "auto":
             return self.options.method, "chosen with --method"
+        # the CPU path screens many members at their initial state first (stiffness.py)
+        screen = screen_members(table) if self.device is None else None
         return choose_method(model, _probe_members(table), float(times[0]),
-                             float(times[-1] - times[0]))
+                             float(times[-1] - times[0]), screen=screen)
 
     def _compile_everywhere(self, engine, devices, profiler) -> None:
         if not isinstance(engine, GpuEngine):
