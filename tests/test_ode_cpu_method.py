@@ -75,3 +75,20 @@ def test_the_cpu_path_chooses_rodas4_when_one_member_of_a_wide_ensemble_is_stiff
     assert result.ok.all()
     x = result.data[:, :, list(result.ids).index("x")]
     np.testing.assert_allclose(x[:, -1], np.exp(-k * SPAN), rtol=1e-4, atol=1e-9)
+
+
+def test_the_trajectories_follow_the_screened_members_nearest_to_stiff():
+    """x' = -k (1 + y) x, y' = 1: the index k x span at t0 grows to k (1 + span) x span,
+    so the member with the largest k is stiff only along its trajectory."""
+    net = sbmlgpu.load(rate_rule_model(
+        {"x": (1.0, apply("times", "<cn>-1</cn>", ci("k"), apply("plus", "<cn>1</cn>", ci("y")),
+                          ci("x"))),
+         "y": (0.0, "<cn>1</cn>")}, parameters={"k": 1.0}))
+    model = kernel_model(net)
+    rng = np.random.default_rng(0)
+    mild = 10.0 ** rng.uniform(-1, 0, (40, 1))
+    turns_stiff = np.array([[2e3]])  # 2e4 at t0, 2.2e5 at t = span
+    assert initial_stiffness(model, turns_stiff, 0.0, SPAN)[0] < STIFF_SPAN_EIGENVALUE
+    assert choose_method(model, mild[:8], 0.0, SPAN)[0] == "dopri5"
+    method, why = choose_method(model, mild[:8], 0.0, SPAN, screen=np.vstack([mild, turns_stiff]))
+    assert method == "rodas4" and "along the nominal trajectory" in why

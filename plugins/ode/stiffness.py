@@ -26,7 +26,10 @@ evaluations of f and one batched eigenvalue call): eight probes miss the stiff
 corner of a wide prior (PEtab's Perelson_Science1996, clearance rate c log-uniform
 over ten decades: one member in eight has c x span > 1e5, and dopri5 then took a
 mean of 18,000 steps per member where rodas4 takes 190), and a stiff member found
-here makes the reference trajectories unnecessary.
+here makes the reference trajectories unnecessary. When none is stiff at t0, the
+trajectories follow the median and the screened members nearest to stiff there
+rather than random ones (a member of Crauste_CellSystems2017 at 8e4 at t0 reaches
+2e6 along its trajectory; dopri5 took up to 10^6 steps per member there).
 """
 
 from __future__ import annotations
@@ -42,7 +45,9 @@ from .numeric import lambdify
 log = logging.getLogger("sbmlgpu.ode")
 STIFF_SPAN_EIGENVALUE = 1e5
 #: members looked at by the initial-state screen (a random choice of larger ensembles)
-SCREEN_MEMBERS = 512
+SCREEN_MEMBERS = 2048
+#: members per batched eigenvalue call of the screen (it stops at the first stiff chunk)
+SCREEN_CHUNK = 256
 
 
 class _Probe:
@@ -173,27 +178,38 @@ def screen_members(table: np.ndarray, count: int = SCREEN_MEMBERS, seed: int = 0
 
 
 def _screen(model: KernelModel, screen: np.ndarray, t0: float, span: float,
-            probe: _Probe) -> str | None:
-    """Why rodas4 when a screened member is stiff at its initial state, else None."""
-    try:
-        index = initial_stiffness(model, screen, t0, span, probe)
-    except Exception as exc:  # noqa: BLE001 - a heuristic: the probes decide then
-        log.debug("stiffness screen failed: %s", exc)
-        return None
+            probe: _Probe) -> tuple[str | None, np.ndarray]:
+    """(why rodas4 when a screened member is stiff at its initial state, else None;
+    the screened members' indices, NaN where unknown)."""
+    index = np.full(len(screen), np.nan)
+    # in chunks: one stiff member decides, and a stiff model has many (Bachmann_MSB2011:
+    # 380 of 512), so that the eigenvalues of every member are computed only when needed
+    for start in range(0, len(screen), SCREEN_CHUNK):
+        chunk = slice(start, start + SCREEN_CHUNK)
+        try:
+            index[chunk] = initial_stiffness(model, screen[chunk], t0, span, probe)
+        except Exception as exc:  # noqa: BLE001 - a heuristic: the probes decide then
+            log.debug("stiffness screen failed: %s", exc)
+            return None, np.full(len(screen), np.nan)
+        if np.any(index[chunk] > STIFF_SPAN_EIGENVALUE):
+            break
     stiff = index[np.isfinite(index) & (index > STIFF_SPAN_EIGENVALUE)]
     if not stiff.size:
-        return None
+        return None, index
+    screened = int(np.sum(~np.isnan(index)))
     return (f"stiff: max(-Re eigenvalue) x time span = {stiff.max():.3g} at the initial "
-            f"state of {stiff.size} of {len(index)} screened members "
-            f"(> {STIFF_SPAN_EIGENVALUE:g})")
+            f"state of {stiff.size} of {screened} screened members "
+            f"(> {STIFF_SPAN_EIGENVALUE:g})"), index
 
 
 def choose_method(model: KernelModel, members: np.ndarray, t0: float,
                   span: float, screen: np.ndarray | None = None) -> tuple[str, str]:
     """(method, why) for --method auto; `members`: (k, varied) parameter sets to
     probe (a wide ensemble holds stiff and non-stiff members: stiff if any is).
-    `screen`: more parameter sets, looked at only at their initial state
-    (initial_stiffness), before the probes' trajectories."""
+    `screen`: more parameter sets, looked at at their initial state first
+    (initial_stiffness); when none is stiff there, the trajectories follow the first
+    of `members` (the median) and the screened sets nearest to stiff instead of the
+    other `members`."""
     members = np.atleast_2d(np.asarray(members, dtype=float))
     if members.shape[1] != len(model.varied):
         members = members.reshape(-1, len(model.varied))
@@ -203,10 +219,14 @@ def choose_method(model: KernelModel, members: np.ndarray, t0: float,
     except Exception as exc:  # noqa: BLE001 - a heuristic: fall back to the robust method
         log.debug("stiffness check failed: %s", exc)
         return "rodas4", "the stiffness check could not evaluate the Jacobian: the stiff method"
-    if screen is not None and probe is not None:
-        found = _screen(model, screen, t0, span, probe)
+    if screen is not None and probe is not None and len(screen):
+        found, index = _screen(model, screen, t0, span, probe)
         if found is not None:
             return "rodas4", found
+        # the trajectories then follow the median and the screened members nearest to
+        # stiff at t0 (Crauste_CellSystems2017: 8e4 at t0 becomes 2e6 along the way)
+        nearest = np.argsort(-np.nan_to_num(index, nan=-np.inf), kind="stable")
+        members = np.vstack([members[:1], screen[nearest[:max(len(members) - 1, 0)]]])
     indices = []
     for row in members:
         indices.append(stiffness_index(model, row, t0, span, probe))
