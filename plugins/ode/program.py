@@ -165,6 +165,10 @@ class OdeProgram(Program):
 
         # pilot: bundling and the ranges of the on-device quantile histograms
         reason = bundling.should_bundle(o.bundling, method, n, len(varied), o.pilot_size)
+        if reason is None and not on_device:
+            # the host's OpenMP threads take members as they finish: nothing waits for
+            # a warp's slowest member, and the pilot and scatter cost ~4 % of CPU time
+            reason = "not used on the CPU path (no warps to fill)"
         plans: list[bundling.BundlePlan] = []
 
         def order(pilot: MemberResults, members: np.ndarray):
@@ -267,10 +271,12 @@ class OdeProgram(Program):
     def _method(self, model: KernelModel, table: np.ndarray, times: np.ndarray):
         if self.options.method != "auto":
             return self.options.method, "chosen with --method"
-        from .stiffness import choose_method
+        from .stiffness import choose_method, screen_members
 
+        # the CPU path screens many members at their initial state first (stiffness.py)
+        screen = screen_members(table) if self.device is None else None
         return choose_method(model, _probe_members(table), float(times[0]),
-                             float(times[-1] - times[0]))
+                             float(times[-1] - times[0]), screen=screen)
 
     def _compile_everywhere(self, engine, devices, profiler) -> None:
         if not isinstance(engine, GpuEngine):

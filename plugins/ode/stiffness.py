@@ -19,6 +19,17 @@ only after t0, as Robertson's reaction is; for an ensemble, at the median member
 seven random ones, stiff if any of them is (bounds of a prior can span decades,
 and stiff members cost an explicit method millions of steps). `--method` overrides
 the choice.
+
+On the CPU path the trajectories are preceded by a screen of up to SCREEN_MEMBERS
+members at their initial state, all at once (numpy arrays over members: n + 1
+evaluations of f and one batched eigenvalue call): eight probes miss the stiff
+corner of a wide prior (PEtab's Perelson_Science1996, clearance rate c log-uniform
+over ten decades: one member in eight has c x span > 1e5, and dopri5 then took a
+mean of 18,000 steps per member where rodas4 takes 190), and a stiff member found
+here makes the reference trajectories unnecessary. When none is stiff at t0, the
+trajectories follow the median and the screened members nearest to stiff there
+rather than random ones (a member of Crauste_CellSystems2017 at 8e4 at t0 reaches
+2e6 along its trajectory; dopri5 took up to 10^6 steps per member there).
 """
 
 from __future__ import annotations
@@ -33,6 +44,10 @@ from .numeric import lambdify
 
 log = logging.getLogger("sbmlgpu.ode")
 STIFF_SPAN_EIGENVALUE = 1e5
+#: members looked at by the initial-state screen (a random choice of larger ensembles)
+SCREEN_MEMBERS = 2048
+#: members per batched eigenvalue call of the screen (it stops at the first stiff chunk)
+SCREEN_CHUNK = 256
 
 
 class _Probe:
@@ -121,10 +136,80 @@ def stiffness_index(model: KernelModel, p_values: np.ndarray, t0: float, span: f
     return worst * float(span)
 
 
+def initial_stiffness(model: KernelModel, members: np.ndarray, t0: float, span: float,
+                      probe: _Probe | None = None) -> np.ndarray:
+    """max(-Re lambda) * span at the initial state of each of `members` ((k, varied)
+    parameter sets), lambda the eigenvalues of the Jacobian by the forward differences
+    of stiffness_index, every member at once; NaN where it cannot be computed."""
+    members = np.atleast_2d(np.asarray(members, dtype=float))
+    k, nx = members.shape[0], model.n_states
+    if not nx or not k:
+        return np.zeros(k)
+    probe = probe or _Probe(model)
+    p = list(members.T)  # one array over members per varied parameter
+    with np.errstate(all="ignore"):
+        x = _over_members(probe.x0f(t0, *p), k)  # (states, k)
+        fx = _over_members(probe.f(t0, *x, *p), k)
+        J = np.empty((k, nx, nx))
+        for j in range(nx):
+            delta = 1e-7 * np.maximum(np.abs(x[j]), 1e-5)
+            y = x.copy()
+            y[j] += delta
+            J[:, :, j] = ((_over_members(probe.f(t0, *y, *p), k) - fx) / delta).T
+    index = np.full(k, np.nan)
+    finite = np.all(np.isfinite(J), axis=(1, 2))
+    if finite.any():
+        index[finite] = -np.min(np.linalg.eigvals(J[finite]).real, axis=1) * float(span)
+    return index
+
+
+def _over_members(values, k: int) -> np.ndarray:
+    """(len(values), k) float array of lambdified values (constants broadcast)."""
+    return np.stack([np.broadcast_to(np.asarray(v, dtype=float), (k,)) for v in values])
+
+
+def screen_members(table: np.ndarray, count: int = SCREEN_MEMBERS, seed: int = 0) -> np.ndarray:
+    """(k, varied) rows of the (varied, n) `table` for initial_stiffness: every member
+    of an ensemble up to `count`, else `count` random ones."""
+    n = table.shape[1]
+    if n <= count:
+        return table.T
+    return table[:, np.random.default_rng(seed).choice(n, size=count, replace=False)].T
+
+
+def _screen(model: KernelModel, screen: np.ndarray, t0: float, span: float,
+            probe: _Probe) -> tuple[str | None, np.ndarray]:
+    """(why rodas4 when a screened member is stiff at its initial state, else None;
+    the screened members' indices, NaN where unknown)."""
+    index = np.full(len(screen), np.nan)
+    # in chunks: one stiff member decides, and a stiff model has many (Bachmann_MSB2011:
+    # 380 of 512), so that the eigenvalues of every member are computed only when needed
+    for start in range(0, len(screen), SCREEN_CHUNK):
+        chunk = slice(start, start + SCREEN_CHUNK)
+        try:
+            index[chunk] = initial_stiffness(model, screen[chunk], t0, span, probe)
+        except Exception as exc:  # noqa: BLE001 - a heuristic: the probes decide then
+            log.debug("stiffness screen failed: %s", exc)
+            return None, np.full(len(screen), np.nan)
+        if np.any(index[chunk] > STIFF_SPAN_EIGENVALUE):
+            break
+    stiff = index[np.isfinite(index) & (index > STIFF_SPAN_EIGENVALUE)]
+    if not stiff.size:
+        return None, index
+    screened = int(np.sum(~np.isnan(index)))
+    return (f"stiff: max(-Re eigenvalue) x time span = {stiff.max():.3g} at the initial "
+            f"state of {stiff.size} of {screened} screened members "
+            f"(> {STIFF_SPAN_EIGENVALUE:g})"), index
+
+
 def choose_method(model: KernelModel, members: np.ndarray, t0: float,
-                  span: float) -> tuple[str, str]:
+                  span: float, screen: np.ndarray | None = None) -> tuple[str, str]:
     """(method, why) for --method auto; `members`: (k, varied) parameter sets to
-    probe (a wide ensemble holds stiff and non-stiff members: stiff if any is)."""
+    probe (a wide ensemble holds stiff and non-stiff members: stiff if any is).
+    `screen`: more parameter sets, looked at at their initial state first
+    (initial_stiffness); when none is stiff there, the trajectories follow the first
+    of `members` (the median) and the screened sets nearest to stiff instead of the
+    other `members`."""
     members = np.atleast_2d(np.asarray(members, dtype=float))
     if members.shape[1] != len(model.varied):
         members = members.reshape(-1, len(model.varied))
@@ -134,6 +219,14 @@ def choose_method(model: KernelModel, members: np.ndarray, t0: float,
     except Exception as exc:  # noqa: BLE001 - a heuristic: fall back to the robust method
         log.debug("stiffness check failed: %s", exc)
         return "rodas4", "the stiffness check could not evaluate the Jacobian: the stiff method"
+    if screen is not None and probe is not None and len(screen):
+        found, index = _screen(model, screen, t0, span, probe)
+        if found is not None:
+            return "rodas4", found
+        # the trajectories then follow the median and the screened members nearest to
+        # stiff at t0 (Crauste_CellSystems2017: 8e4 at t0 becomes 2e6 along the way)
+        nearest = np.argsort(-np.nan_to_num(index, nan=-np.inf), kind="stable")
+        members = np.vstack([members[:1], screen[nearest[:max(len(members) - 1, 0)]]])
     indices = []
     for row in members:
         indices.append(stiffness_index(model, row, t0, span, probe))

@@ -1,0 +1,94 @@
+"""The CPU path's method check (plugins/ode/stiffness.py): every member of an ensemble
+(up to SCREEN_MEMBERS) is screened at its initial state, so that the stiff corner of a
+wide prior, which eight probed members can miss, chooses rodas4."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import sbmlgpu
+from sbmlgpu.ode.model import KernelModel
+from sbmlgpu.outputs import default_outputs
+from sbmlgpu.plugins.ode.stiffness import (SCREEN_MEMBERS, STIFF_SPAN_EIGENVALUE,
+                                           choose_method, initial_stiffness, screen_members)
+from sbmlgpu.views import ode_system
+
+from .ode_helpers import apply, ci, needs_compiler, rate_rule_model, run_cpu
+
+SPAN = 10.0
+
+
+def two_rates():
+    """x' = -k x, y' = -y + x: eigenvalues -k and -1."""
+    return sbmlgpu.load(rate_rule_model(
+        {"x": (1.0, apply("times", "<cn>-1</cn>", ci("k"), ci("x"))),
+         "y": (0.0, apply("plus", apply("minus", ci("y")), ci("x")))},
+        parameters={"k": 2.0}))
+
+
+def kernel_model(net, varied=("k",)):
+    return KernelModel(ode_system(net), varied, default_outputs(net))
+
+
+def test_initial_stiffness_is_the_largest_decay_rate_times_the_span_for_every_member():
+    model = kernel_model(two_rates())
+    k = np.array([0.5, 3.0, 1e4, 7e6])
+    index = initial_stiffness(model, k[:, None], 0.0, SPAN)
+    assert index.shape == (4,)
+    np.testing.assert_allclose(index, np.maximum(k, 1.0) * SPAN, rtol=1e-3)  # forward differences
+
+
+def test_the_screen_finds_a_stiff_member_that_the_probes_miss():
+    model = kernel_model(two_rates())
+    mild = np.array([[0.1], [1.0], [2.0]])
+    assert choose_method(model, mild, 0.0, SPAN)[0] == "dopri5"
+    members = np.vstack([mild, [[1e6]]])  # one member with k x span = 1e7
+    method, why = choose_method(model, mild, 0.0, SPAN, screen=members)
+    assert method == "rodas4"
+    assert "1 of 4 screened members" in why and "initial state" in why
+    # nothing stiff among the screened members: the probes decide as before
+    assert choose_method(model, mild, 0.0, SPAN, screen=mild) == \
+        choose_method(model, mild, 0.0, SPAN)
+
+
+def test_screen_members_takes_every_member_of_a_small_ensemble_and_a_sample_of_a_large_one():
+    table = np.arange(20.0).reshape(2, 10)
+    np.testing.assert_array_equal(screen_members(table), table.T)
+    large = np.vstack([np.arange(5000.0), -np.arange(5000.0)])
+    rows = screen_members(large)
+    assert rows.shape == (SCREEN_MEMBERS, 2)
+    assert len(np.unique(rows[:, 0])) == SCREEN_MEMBERS  # distinct members
+    np.testing.assert_array_equal(rows[:, 1], -rows[:, 0])  # whole columns
+
+
+@pytest.mark.parametrize("stiff_member", [False, True])
+def test_the_cpu_path_chooses_rodas4_when_one_member_of_a_wide_ensemble_is_stiff(stiff_member):
+    needs_compiler()
+    rng = np.random.default_rng(3)
+    k = 10.0 ** rng.uniform(-1, 0.5, 200)
+    if stiff_member:
+        k[137] = STIFF_SPAN_EIGENVALUE  # k x span = 1e6 for this member only
+    result = run_cpu(two_rates(), "auto", end=SPAN, points=5, parameters={"k": k})
+    assert result.metadata["method"] == ("rodas4" if stiff_member else "dopri5")
+    assert ("screened members" in result.metadata["method_reason"]) == stiff_member
+    assert result.ok.all()
+    x = result.data[:, :, list(result.ids).index("x")]
+    np.testing.assert_allclose(x[:, -1], np.exp(-k * SPAN), rtol=1e-4, atol=1e-9)
+
+
+def test_the_trajectories_follow_the_screened_members_nearest_to_stiff():
+    """x' = -k (1 + y) x, y' = 1: the index k x span at t0 grows to k (1 + span) x span,
+    so the member with the largest k is stiff only along its trajectory."""
+    net = sbmlgpu.load(rate_rule_model(
+        {"x": (1.0, apply("times", "<cn>-1</cn>", ci("k"), apply("plus", "<cn>1</cn>", ci("y")),
+                          ci("x"))),
+         "y": (0.0, "<cn>1</cn>")}, parameters={"k": 1.0}))
+    model = kernel_model(net)
+    rng = np.random.default_rng(0)
+    mild = 10.0 ** rng.uniform(-1, 0, (40, 1))
+    turns_stiff = np.array([[2e3]])  # 2e4 at t0, 2.2e5 at t = span
+    assert initial_stiffness(model, turns_stiff, 0.0, SPAN)[0] < STIFF_SPAN_EIGENVALUE
+    assert choose_method(model, mild[:8], 0.0, SPAN)[0] == "dopri5"
+    method, why = choose_method(model, mild[:8], 0.0, SPAN, screen=np.vstack([mild, turns_stiff]))
+    assert method == "rodas4" and "along the nominal trajectory" in why
