@@ -128,8 +128,9 @@ def test_without_the_interval_limit_the_slow_member_runs_to_the_end(model):
 
 @pytest.mark.parametrize("summary", [False, True])
 def test_two_passes_equal_one_pass_member_for_member(model, summary):
-    # 400 members, k log-uniform over five decades: bundling runs (pilot 32), and the
-    # members past 300 steps (k above ~1e3) run again from t0 in a second pass
+    # 400 members, k log-uniform over five decades: the members past 300 steps (k above
+    # ~1e3) run again from t0 in a second pass (the CPU path never bundles: the GPU
+    # test below has bundling and two passes together)
     k = 10 ** np.random.default_rng(7).uniform(0, 5, 400)
     one, one_program, _ = simulate(model, k, pilot_size=32, summary=summary, seed=5)
     two, two_program, scheduler = simulate(model, k, pilot_size=32, pass_steps=300,
@@ -138,7 +139,7 @@ def test_two_passes_equal_one_pass_member_for_member(model, summary):
     assert 20 < slow.sum() < 380
     assert two.metadata["second_pass_members"] == slow.sum()
     assert one.metadata["second_pass_members"] == 0
-    assert two.metadata["bundling"] == "bundled by predicted step count"
+    assert two.metadata["bundling"] == "not used on the CPU path (no warps to fill)"
     # the second pass ran through the scheduler over the slow members alone
     assert (int(slow.sum()), f"trajectories (second pass: {slow.sum():,} members past 300 "
                              f"steps)") in scheduler.calls
@@ -247,3 +248,23 @@ def test_time_limits_in_nanoseconds_stay_within_an_int64():
     assert launch_limits(OdeOptions(member_time_limit=1e30), "dopri5")["time_limit_ns"] == \
         2**63 - 1
     assert launch_limits(OdeOptions(), "rk4") == {"max_interval_steps": 0, "time_limit_ns": 0}
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_bundling_and_two_passes_equal_one_pass(model, gpu_device):
+    """The GPU's default: a bundled first pass (pilot, launch order by predicted steps)
+    and a second pass over the members past --pass-steps, in their original order."""
+    from sbmlgpu.api import run
+
+    k = 10 ** np.random.default_rng(7).uniform(0, 5, 4000)
+
+    def gpu(**options):
+        return run(model, "ode", times=TIMES, parameters={"k": k}, seed=5, progress=False,
+                   options={"method": "dopri5", "pilot_size": 64, **options},
+                   device=[gpu_device.index])
+
+    one, two = gpu(pass_steps=0), gpu(pass_steps=300)
+    assert two.metadata["bundling"] == "bundled by predicted step count"
+    assert 100 < two.metadata["second_pass_members"] < 3900
+    assert np.array_equal(one.status, two.status)
+    assert np.array_equal(one.data, two.data, equal_nan=True)
