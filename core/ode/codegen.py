@@ -35,6 +35,9 @@ METHODS = ("rk4", "dopri5", "rodas4")
 LU_STATIC_MAX = 12
 #: largest system whose right-hand side and Jacobian are inlined at every call
 INLINE_MODEL_MAX = 32
+#: a loop the compilers must not unroll (g++ ignores it; nvcc would otherwise unroll
+#: loops of constant trip count by itself)
+NO_UNROLL = "#pragma unroll 1"
 INDENT = "    "
 
 
@@ -250,6 +253,29 @@ def choose_jacobian(model: KernelModel, requested: str) -> str:
     return "analytic" if ok else "fd"
 
 
+def _lu_values(plan) -> dict:
+    """The sparse LU's part of the context: straight-line code for a small plan,
+    index tables for the loops of a large one (sparse_lu.STRAIGHT_LINE_MAX)."""
+    if plan is None:
+        return {"lu_tables": None, "lu_code": "", "solve_code": ""}
+    if sparse_lu.statement_count(plan) <= sparse_lu.STRAIGHT_LINE_MAX:
+        return {"lu_tables": None, "lu_code": sparse_lu.lu_code(plan),
+                "solve_code": sparse_lu.solve_code(plan)}
+    tables = sparse_lu.tables(plan)
+    return {"lu_tables": {name: _c_array(values) for name, values in tables.arrays().items()},
+            "lu_index_type": "unsigned short" if plan.nnz < 2**16 else "int",
+            "lu_upper_total": len(tables.upper_entry), "lu_code": "", "solve_code": ""}
+
+
+def _c_array(values, per_line: int = 24) -> str:
+    """The initialiser list of a C array (a trailing 0 keeps an empty table legal),
+    `per_line` numbers per line, continued with backslashes (it is a macro's body)."""
+    values = [*values, 0]
+    rows = [", ".join(str(v) for v in values[i:i + per_line])
+            for i in range(0, len(values), per_line)]
+    return ", \\\n    ".join(rows)
+
+
 @dataclass(frozen=True)
 class KernelContext:
     """What a kernel template renders with (`values`), and what generate() needs to
@@ -287,18 +313,20 @@ def kernel_context(model: KernelModel, method: str, precision: str = "double", *
         watch=bool(model.atoms or model.events), inline_model=nx <= INLINE_MODEL_MAX,
         delayed=any(e.delay is not None for e in model.events),
         inline_events=len(model.atoms) + len(model.events) <= INLINE_MODEL_MAX,
-        # loops over states / outputs: unrolled for small models (registers), plain
-        # loops for large ones (code size and nvcc time grow with every unrolled copy)
-        unroll="#pragma unroll" if nx <= INLINE_MODEL_MAX else "",
-        unroll_outputs="#pragma unroll" if nout <= INLINE_MODEL_MAX else "",
+        # loops over states / outputs: unrolled for small models (registers), kept as
+        # loops for large ones (code size and nvcc time grow with every unrolled copy;
+        # left alone, nvcc unrolls loops of constant trip count by itself: a 94-state
+        # rodas4 kernel spent 30 s in nvcc on its unrolled loops)
+        unroll="#pragma unroll" if nx <= INLINE_MODEL_MAX else NO_UNROLL,
+        unroll_outputs="#pragma unroll" if nout <= INLINE_MODEL_MAX else NO_UNROLL,
+        no_unroll=NO_UNROLL if nx > INLINE_MODEL_MAX else "",
         body=body, events=events, uses=uses, uses_eqz=any(rel >= 4 for _, rel in uses),
         rhs_has_time=model.rhs_depends_on_time, lu_static=max(nx, 1) <= LU_STATIC_MAX,
         fd_jacobian=jac_mode == "fd", block_size=block_size, needs_rng=needs_rng,
         draws=model.draws,
         sparse_lu=plan is not None, nnz=plan.nnz if plan else 0,
         diag_entries=[plan.index[(k, k)] for k in range(plan.n)] if plan else [],
-        lu_code=sparse_lu.lu_code(plan) if plan else "",
-        solve_code=sparse_lu.solve_code(plan) if plan else "",
+        **_lu_values(plan),
     )
     return KernelContext(values, jac_mode, plan)
 
