@@ -130,3 +130,112 @@ def test_a_large_models_kernel_builds_for_the_host():
                                 {"rtol": 1e-6, "atol": 1e-9, "h0": 0.0, "max_step": 0.0,
                                  "dt": 0.0, "max_steps": 100000, "seed": 0})
     assert np.all(status == 0) and np.all(np.isfinite(out))
+
+
+# -- cached by structure: fixed parameters of large models are read at launch -------------
+def _ensemble_model(net, k2: float):
+    """The kernel model of an ensemble that varies k1 and holds k2 at `k2`."""
+    return KernelModel(ode_system(net), ("k1",), tuple(ode_system(net).state_ids[:3]),
+                       {"k2": k2})
+
+
+def test_a_large_models_source_does_not_depend_on_fixed_values():
+    from sbmlgpu.runtime import host
+
+    net = ring(codegen.LITERALS_MAX_STATES + 8)
+    a, b = (kernel_source(_ensemble_model(net, v), "rodas4") for v in (2.0, 3.25))
+    assert a.text == b.text and a.name == b.name
+    assert a.fixed_values != b.fixed_values and 3.25 in b.fixed_values
+    assert host.cache_key(a.text, ("-O2",), "g++") == host.cache_key(b.text, ("-O2",), "g++")
+    assert "(value given at launch)" in a.text and "times[n_times + " in a.text
+
+
+@needs_nvcc
+def test_the_compile_cache_key_does_not_change_with_fixed_values(tmp_path):
+    from sbmlgpu.runtime.cache import CompileCache
+
+    net = ring(codegen.LITERALS_MAX_STATES + 8)
+    cache = CompileCache(tmp_path)
+    keys = {cache.key(kernel_source(_ensemble_model(net, v), "dopri5").text, "sm_90")
+            for v in (2.0, 3.25, 1e-3)}
+    assert len(keys) == 1
+
+
+def test_a_small_models_fixed_parameters_stay_literals():
+    net = ring(10)
+    a, b = (kernel_source(_ensemble_model(net, v), "rodas4") for v in (2.0, 3.25))
+    assert a.text != b.text and a.fixed_values == b.fixed_values == ()
+    assert "3.25" in b.text
+
+
+def test_fixed_values_at_launch_give_the_numbers_of_literals():
+    needs_compiler()
+    from sbmlgpu.ode.codegen import generate
+    from sbmlgpu.plugins.ode.native import host_kernel
+    from sbmlgpu.plugins.ode.program import KERNEL
+
+    model = _ensemble_model(ring(24), 3.25)
+    table = np.array([[0.2, 0.5, 1.5]])
+    times = np.linspace(0.0, 5.0, 6)
+    config = {"rtol": 1e-8, "atol": 1e-10, "h0": 0.0, "max_step": 0.0, "dt": 0.0,
+              "max_steps": 100000, "seed": 0}
+    runs = {}
+    for fixed in ("literals", "launch"):
+        source = generate(model, "rodas4", template=KERNEL, fixed=fixed)
+        assert bool(source.fixed_values) == (fixed == "launch")
+        runs[fixed] = host_kernel(source).run(table, times, len(model.outputs), config)
+    assert np.all(runs["launch"][1] == 0)
+    for got, want in zip(runs["launch"], runs["literals"]):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_a_second_run_with_other_fixed_values_reuses_the_kernel():
+    needs_compiler()
+    from sbmlgpu.api import run
+
+    net = ring(codegen.LITERALS_MAX_STATES + 8)
+    names, results = set(), []
+    for k2 in (2.0, 3.0):
+        result = run(net, "ode", times=[0.0, 1.0, 2.0],
+                     parameters={"k1": [0.4, 0.6], "k2": [k2, k2]},
+                     options={"cpu_engine": "native", "method": "dopri5"}, device="cpu",
+                     progress=False)
+        names.add(result.metadata["kernel"])
+        results.append(result.data)
+    assert len(names) == 1  # one source, one host build
+    assert not np.array_equal(results[0], results[1])  # and the values did arrive
+
+
+# -- compiled while the method check runs ---------------------------------------------------
+def test_a_large_models_kernel_is_built_while_the_method_check_runs(monkeypatch, tmp_path):
+    needs_compiler()
+    monkeypatch.setenv("SBMLGPU_CACHE_DIR", str(tmp_path))  # an empty cache: one build
+    import time
+
+    import sbmlgpu.plugins.ode.program as program_module
+    from sbmlgpu.api import run
+    from sbmlgpu.runtime import host
+
+    def libraries():
+        return set(host.cache_directory().glob("*.so")) if host.cache_directory().is_dir() \
+            else set()
+
+    before = libraries()
+    seen = []
+
+    def slow_check(model, members, t0, span):
+        # a check that takes as long as the build: the library must appear meanwhile
+        deadline = time.monotonic() + 300
+        while not (libraries() - before) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        seen.append(bool(libraries() - before))
+        return "rodas4", "chosen by the test"
+
+    monkeypatch.setattr(program_module, "choose_method", slow_check)
+    net = ring(codegen.INLINE_MODEL_MAX + 4)
+    result = run(net, "ode", times=[0.0, 1.0], parameters={"k1": [0.4, 0.6], "k3": [0.31, 0.2]},
+                 options={"cpu_engine": "native", "method": "auto"}, device="cpu",
+                 progress=False)
+    assert seen == [True]  # built during the check, before the run asked for it
+    assert result.metadata["method"] == "rodas4" and result.ok.all()
+    assert len(libraries() - before) == 1  # and the run used that build

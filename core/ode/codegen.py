@@ -17,6 +17,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
+import numpy as np
 import sympy as sp
 
 from ..codegen.cost import count_block, count_many
@@ -35,6 +36,9 @@ METHODS = ("rk4", "dopri5", "rodas4")
 LU_STATIC_MAX = 12
 #: largest system whose right-hand side and Jacobian are inlined at every call
 INLINE_MODEL_MAX = 32
+#: largest system whose fixed parameters are literals (fixed="auto"); larger ones read
+#: them at launch, so that other values reuse the compiled kernel
+LITERALS_MAX_STATES = INLINE_MODEL_MAX
 #: a loop the compilers must not unroll (g++ ignores it; nvcc would otherwise unroll
 #: loops of constant trip count by itself)
 NO_UNROLL = "#pragma unroll 1"
@@ -53,10 +57,23 @@ class KernelSource:
     flops_per_output: float
     jacobian: str  # "analytic", "fd" or "none"
     linear_algebra: str = "none"  # rodas4: "dense LU" or "sparse LU (nnz)"
+    #: values of the fixed parameters the kernel reads at launch (fixed_slots): they
+    #: travel after the output times in the times argument (launch_times)
+    fixed_values: tuple[float, ...] = ()
+
+    def launch_times(self, times) -> np.ndarray:
+        """The times argument of a launch: the output times, then fixed_values
+        (float64; the engine converts to its real type, as a literal is rounded)."""
+        times = np.asarray(times, dtype=np.float64).reshape(-1)
+        if not self.fixed_values:
+            return times
+        return np.concatenate([times, np.asarray(self.fixed_values, dtype=np.float64)])
 
 
-def model_printer(model: KernelModel, precision: str) -> CudaPrinter:
+def model_printer(model: KernelModel, precision: str,
+                  fixed_slots: tuple[sp.Symbol, ...] = ()) -> CudaPrinter:
     """The printer of `model`'s expressions: x[i], p[j], literals for fixed parameters
+    except those of `fixed_slots` (fixed_slots()), read from p after the varied ones
     (public: the dbn backend's heterogeneous kernel prints parts of the rhs with it)."""
     symbols: dict[sp.Basic, str] = {TIME: "t"}
     symbols.update({x: f"x[{i}]" for i, x in enumerate(model.x)})
@@ -66,7 +83,26 @@ def model_printer(model: KernelModel, precision: str) -> CudaPrinter:
     for symbol, value in model.literals.items():  # fixed parameters: literals
         text = printer.literal(value)
         printer.symbols[symbol] = f"({text})" if text.startswith("-") else text
+    first = len(model.p_symbols)
+    printer.symbols.update({s: f"p[{first + k}]" for k, s in enumerate(fixed_slots)})
     return printer
+
+
+def fixed_slots(model: KernelModel) -> tuple[sp.Symbol, ...]:
+    """The fixed parameters (and reciprocals) a kernel of `model` reads at launch
+    rather than as literals: those its expressions use, in the view's order. Then
+    the source, and so the compile caches' keys, depend on the model's structure and
+    not on these values: a run with other values reuses the compiled kernel. Values
+    that shape the expressions (0, 1, -1, exponents) stay in the source."""
+    used = naming.used_symbols(model)
+    return tuple(s for s in model.literals if s in used)
+
+
+def wants_fixed_slots(model: KernelModel) -> bool:
+    """Fixed parameters at launch above LITERALS_MAX_STATES states (a large model's
+    compile is what a new value would cost); literals below, where nvcc folds them
+    and a compile takes seconds."""
+    return model.n_states > LITERALS_MAX_STATES
 
 
 def _is_trivial(e: sp.Basic) -> bool:
@@ -284,16 +320,25 @@ class KernelContext:
     values: dict
     jacobian: str  # "analytic", "fd" or "none"
     plan: sparse_lu.SparsePlan | None
+    fixed_values: tuple[float, ...] = ()  # read at launch (KernelSource.fixed_values)
 
 
 def kernel_context(model: KernelModel, method: str, precision: str = "double", *,
-                   sink=None, block_size: int = 128, jacobian: str = "auto") -> KernelContext:
+                   sink=None, block_size: int = 128, jacobian: str = "auto",
+                   fixed: str = "literals") -> KernelContext:
     """The context of core/ode/templates for `model` integrated with `method` ('rk4',
-    'dopri5', 'rodas4'), writing through `sink` (sinks.py; default: trajectories)."""
+    'dopri5', 'rodas4'), writing through `sink` (sinks.py; default: trajectories).
+    `fixed`: 'literals' (fixed parameters in the source), 'launch' (read at launch
+    from the times argument: KernelSource.launch_times; the engine must pass them)
+    or 'auto' (wants_fixed_slots)."""
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}")
+    if fixed not in ("literals", "launch", "auto"):
+        raise ValueError(f"fixed must be 'literals', 'launch' or 'auto', not {fixed!r}")
     sink = sink if sink is not None else TrajectorySink()
-    printer = model_printer(model, precision)
+    at_launch = fixed == "launch" or (fixed == "auto" and wants_fixed_slots(model))
+    slots = fixed_slots(model) if at_launch else ()
+    printer = model_printer(model, precision, slots)
     jac_mode = choose_jacobian(model, jacobian) if method == "rodas4" else "none"
     plan = None
     if jac_mode == "analytic" and model.n_states > LU_STATIC_MAX:
@@ -305,8 +350,12 @@ def kernel_context(model: KernelModel, method: str, precision: str = "double", *
     uses = [(u.atom, u.rel) for u in model.uses]
     values = dict(
         precision=precision, model_id=model.ode.network.id or "model", method=method,
-        id_table=naming.id_table(model), varied=list(model.varied), sink=sink,
-        nx=nx, nx_alloc=max(nx, 1), np=len(model.varied), np_alloc=max(len(model.varied), 1),
+        id_table=naming.id_table(model, slots), varied=list(model.varied), sink=sink,
+        nx=nx, nx_alloc=max(nx, 1), np=len(model.varied),
+        np_alloc=max(len(model.varied) + len(slots), 1),
+        # p[np + k] = the k-th fixed parameter read at launch (after the output times)
+        fixed=[(len(model.varied) + k, model.parameters.literal_ids[s])
+               for k, s in enumerate(slots)],
         nout=nout, nout_alloc=max(nout, 1), natoms=len(model.atoms),
         natoms_alloc=max(len(model.atoms), 1), nevents_alloc=max(len(model.events), 1),
         time_switches=list(model.time_switches),
@@ -328,18 +377,21 @@ def kernel_context(model: KernelModel, method: str, precision: str = "double", *
         diag_entries=[plan.index[(k, k)] for k in range(plan.n)] if plan else [],
         **_lu_values(plan),
     )
-    return KernelContext(values, jac_mode, plan)
+    return KernelContext(values, jac_mode, plan,
+                         tuple(float(model.literals[s]) for s in slots))
 
 
 def generate(model: KernelModel, method: str, precision: str = "double", *,
              template: tuple[str, str], sink=None, prefix: str = "ode",
-             block_size: int = 128, jacobian: str = "auto") -> KernelSource:
+             block_size: int = 128, jacobian: str = "auto",
+             fixed: str = "literals") -> KernelSource:
     """The kernel source of `template` ((package, file): a backend's kernel that
     composes core/ode/templates) for `model` integrated with `method`, writing
-    through `sink`. The file name is `<prefix>_<model id>_<method>_<precision>_<hash>.cu`."""
+    through `sink` (`fixed`: see kernel_context). The file name is
+    `<prefix>_<model id>_<method>_<precision>_<hash>.cu`."""
     sink = sink if sink is not None else TrajectorySink()
     context = kernel_context(model, method, precision, sink=sink, block_size=block_size,
-                             jacobian=jacobian)
+                             jacobian=jacobian, fixed=fixed)
     text = render(*template, **context.values)
     digest = hashlib.sha256(text.encode()).hexdigest()[:12]
     safe = re.sub(r"[^A-Za-z0-9_]", "_", model.ode.network.id or "model")[:40]
@@ -354,7 +406,8 @@ def generate(model: KernelModel, method: str, precision: str = "double", *,
         flops_per_rhs=rhs_flops, flops_per_step=step, flops_per_output=out_flops,
         jacobian=context.jacobian,
         linear_algebra=("none" if method != "rodas4" else
-                        f"sparse LU ({plan.nnz} entries)" if plan else "dense LU"))
+                        f"sparse LU ({plan.nnz} entries)" if plan else "dense LU"),
+        fixed_values=context.fixed_values)
 
 
 def _step_flops(method: str, nx: int, rhs: float, model: KernelModel, jac_mode: str,

@@ -41,9 +41,10 @@ from sbmlgpu.schedule.ensemble import (BatchMemory, EnsembleJob, MemberBatch, Me
 from sbmlgpu.schedule.spill import Spill
 from sbmlgpu.views.ode import OdeSystem
 
-from . import bundling, failures
+from . import bundling, failures, prefetch
 from .cpu import cpu_engine
 from .options import OdeOptions
+from .prefetch import Prefetch
 from .stiffness import choose_method
 
 log = logging.getLogger("sbmlgpu.ode")
@@ -56,7 +57,7 @@ def kernel_source(model: KernelModel, method: str, precision: str = "double", *,
                   block_size: int = 128, jacobian: str = "auto") -> KernelSource:
     """The source of this backend's kernel for `model` integrated with `method`."""
     return generate(model, method, precision, template=KERNEL, block_size=block_size,
-                    jacobian=jacobian)
+                    jacobian=jacobian, fixed="auto")
 
 
 class OdeProgram(Program):
@@ -117,8 +118,14 @@ class OdeProgram(Program):
         varied = tuple(k for k in params if k not in constant)
         model = KernelModel(self.ode, varied, outputs, constant)
         table64 = _table(params, varied, n)
+        # --method auto: a large model's likely kernel compiles while the check runs
+        ahead = Prefetch(self, model) if o.method == "auto" and prefetch.worth_it(model) \
+            else None
         with phase(profiler, "choose method"):
             method, why = self._method(model, table64, times)
+        if ahead is not None:
+            with phase(profiler, "wait for the kernel built ahead"):
+                ahead.join(method)
         with phase(profiler, "generate kernel"):
             source, engine = self._engine(model, method)
         table = table64.astype(engine.dtype, copy=False)
