@@ -239,3 +239,31 @@ def test_a_large_models_kernel_is_built_while_the_method_check_runs(monkeypatch,
     assert seen == [True]  # built during the check, before the run asked for it
     assert result.metadata["method"] == "rodas4" and result.ok.all()
     assert len(libraries() - before) == 1  # and the run used that build
+
+
+def test_the_gpu_engine_passes_the_fixed_values_at_launch():
+    """The GPU path on a fake device that runs the kernel's host build with the very
+    arguments of each launch: the uploaded times must carry the fixed values."""
+    needs_compiler()
+    from sbmlgpu.plugins.ode.backend import OdeBackend
+    from sbmlgpu.plugins.ode.options import OdeOptions
+    from sbmlgpu.schedule import Scheduler
+    from sbmlgpu.tasks import TimeCourse
+
+    from .fakes import FakeDevice
+    from .ode_helpers import run_cpu
+    from .test_ode_engine_fake import compile_for_host
+
+    net = ring(codegen.LITERALS_MAX_STATES + 4)
+    params = {"k1": np.linspace(0.3, 0.7, 40), "k2": np.full(40, 3.5)}
+    times = np.linspace(0.0, 2.0, 5)
+    device = FakeDevice(compile=compile_for_host)
+    options = OdeOptions(method="dopri5", pilot_size=32).validate()
+    program = OdeBackend().compile(net, options, device)
+    scheduler = Scheduler(devices=[device], max_batch_items=16, progress=False)
+    result = program.run(TimeCourse(times=times, parameters=params, progress=False), scheduler)
+    assert result.metadata["engine"] == "gpu"
+    assert "(value given at launch)" in next(iter(program.sources.values()))
+    host = run_cpu(net, "dopri5", times=times, parameters=params, pilot_size=32)
+    assert np.all(result.status == 0)
+    np.testing.assert_array_equal(result.data, host.data)
