@@ -267,3 +267,17 @@ def test_the_gpu_engine_passes_the_fixed_values_at_launch():
     host = run_cpu(net, "dopri5", times=times, parameters=params, pilot_size=32)
     assert np.all(result.status == 0)
     np.testing.assert_array_equal(result.data, host.data)
+
+
+@pytest.mark.parametrize("name", ["lorenz", "BIOMD0000000035", "BIOMD0000000088"])
+def test_the_jacobian_is_sympys_matrix_jacobian(name):
+    """model.jacobian differentiates only where a state occurs (fast for large
+    models); it must be exactly the matrix sympy's Matrix.jacobian gives."""
+    import sympy as sp
+
+    from .ode_helpers import load
+
+    ode = ode_system(load(name))
+    model = KernelModel(ode, (), tuple(ode.state_ids[:1]))
+    full = sp.Matrix(model.rhs).jacobian(sp.Matrix(model.x))
+    assert model.jacobian == full  # the same entries, zeros included
