@@ -44,7 +44,6 @@ from sbmlgpu.views.ode import OdeSystem
 from . import bundling, failures, prefetch
 from .cpu import cpu_engine
 from .options import OdeOptions
-from .prefetch import Prefetch
 from .stiffness import choose_method
 
 log = logging.getLogger("sbmlgpu.ode")
@@ -119,8 +118,8 @@ class OdeProgram(Program):
         model = KernelModel(self.ode, varied, outputs, constant)
         table64 = _table(params, varied, n)
         # --method auto: a large model's likely kernel compiles while the check runs
-        ahead = Prefetch(self, model) if o.method == "auto" and prefetch.worth_it(model) \
-            else None
+        ahead = prefetch.Prefetch(self, model) \
+            if o.method == "auto" and prefetch.worth_it(model) else None
         with phase(profiler, "choose method"):
             method, why = self._method(model, table64, times)
         if ahead is not None:
