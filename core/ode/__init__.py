@@ -16,7 +16,8 @@ Modules (import the one you need; nothing here imports PyCUDA or a plugin):
                  generated assignment
 - codegen.py     kernel_context / generate: a kernel template rendered for a model,
                  method and output sink -> KernelSource (text, FLOP counts)
-- sparse_lu.py   straight-line sparse LU of rodas4 for larger models
+- sparse_lu.py   sparse LU of rodas4 for larger models (straight-line code, or
+                 loops over index tables for large plans)
 - sinks.py       output sinks: TrajectorySink (values), BinSink (bin indices)
 - summary.py     ensemble statistics per batch (host side of templates/summary.cu)
 - engines.py     GpuEngine / HostEngine: run a kernel with the trajectory sink on a

@@ -17,6 +17,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
+import numpy as np
 import sympy as sp
 
 from ..codegen.cost import count_block, count_many
@@ -37,11 +38,19 @@ METHODS = ("rk4", "dopri5", "rodas4")
 LU_STATIC_MAX = 12
 #: largest system whose right-hand side and Jacobian are inlined at every call
 INLINE_MODEL_MAX = 32
+#: largest system whose fixed parameters are literals (fixed="auto"); larger ones read
+#: them at launch, so that other values reuse the compiled kernel
+LITERALS_MAX_STATES = INLINE_MODEL_MAX
+#: a loop the compilers must not unroll (g++ ignores it; nvcc would otherwise unroll
+#: loops of constant trip count by itself)
+NO_UNROLL = "#pragma unroll 1"
 INDENT = "    "
 
 
-def model_printer(model: KernelModel, precision: str) -> CudaPrinter:
+def model_printer(model: KernelModel, precision: str,
+                  fixed_slots: tuple[sp.Symbol, ...] = ()) -> CudaPrinter:
     """The printer of `model`'s expressions: x[i], p[j], literals for fixed parameters
+    except those of `fixed_slots` (fixed_slots()), read from p after the varied ones
     (public: the dbn backend's heterogeneous kernel prints parts of the rhs with it)."""
     symbols: dict[sp.Basic, str] = {TIME: "t"}
     symbols.update({x: f"x[{i}]" for i, x in enumerate(model.x)})
@@ -51,7 +60,26 @@ def model_printer(model: KernelModel, precision: str) -> CudaPrinter:
     for symbol, value in model.literals.items():  # fixed parameters: literals
         text = printer.literal(value)
         printer.symbols[symbol] = f"({text})" if text.startswith("-") else text
+    first = len(model.p_symbols)
+    printer.symbols.update({s: f"p[{first + k}]" for k, s in enumerate(fixed_slots)})
     return printer
+
+
+def fixed_slots(model: KernelModel) -> tuple[sp.Symbol, ...]:
+    """The fixed parameters (and reciprocals) a kernel of `model` reads at launch
+    rather than as literals: those its expressions use, in the view's order. Then
+    the source, and so the compile caches' keys, depend on the model's structure and
+    not on these values: a run with other values reuses the compiled kernel. Values
+    that shape the expressions (0, 1, -1, exponents) stay in the source."""
+    used = naming.used_symbols(model)
+    return tuple(s for s in model.literals if s in used)
+
+
+def wants_fixed_slots(model: KernelModel) -> bool:
+    """Fixed parameters at launch above LITERALS_MAX_STATES states (a large model's
+    compile is what a new value would cost); literals below, where nvcc folds them
+    and a compile takes seconds."""
+    return model.n_states > LITERALS_MAX_STATES
 
 
 def _is_trivial(e: sp.Basic) -> bool:
@@ -238,6 +266,29 @@ def choose_jacobian(model: KernelModel, requested: str) -> str:
     return "analytic" if ok else "fd"
 
 
+def _lu_values(plan) -> dict:
+    """The sparse LU's part of the context: straight-line code for a small plan,
+    index tables for the loops of a large one (sparse_lu.STRAIGHT_LINE_MAX)."""
+    if plan is None:
+        return {"lu_tables": None, "lu_code": "", "solve_code": ""}
+    if sparse_lu.statement_count(plan) <= sparse_lu.STRAIGHT_LINE_MAX:
+        return {"lu_tables": None, "lu_code": sparse_lu.lu_code(plan),
+                "solve_code": sparse_lu.solve_code(plan)}
+    tables = sparse_lu.tables(plan)
+    return {"lu_tables": {name: _c_array(values) for name, values in tables.arrays().items()},
+            "lu_index_type": "unsigned short" if plan.nnz < 2**16 else "int",
+            "lu_upper_total": len(tables.upper_entry), "lu_code": "", "solve_code": ""}
+
+
+def _c_array(values, per_line: int = 24) -> str:
+    """The initialiser list of a C array (a trailing 0 keeps an empty table legal),
+    `per_line` numbers per line, continued with backslashes (it is a macro's body)."""
+    values = [*values, 0]
+    rows = [", ".join(str(v) for v in values[i:i + per_line])
+            for i in range(0, len(values), per_line)]
+    return ", \\\n    ".join(rows)
+
+
 @dataclass(frozen=True)
 class KernelContext:
     """What a kernel template renders with (`values`), and what generate() needs to
@@ -246,6 +297,7 @@ class KernelContext:
     values: dict
     jacobian: str  # "analytic", "fd" or "none"
     plan: sparse_lu.SparsePlan | None
+    fixed_values: tuple[float, ...] = ()  # read at launch (KernelSource.fixed_values)
 
 
 def _delay_context(model: KernelModel, printer: CudaPrinter, history_nodes: int) -> dict:
@@ -291,13 +343,21 @@ def _fast_bodies(model: KernelModel, printer: CudaPrinter) -> dict:
 
 def kernel_context(model: KernelModel, method: str, precision: str = "double", *,
                    sink=None, block_size: int = 128, jacobian: str = "auto",
-                   history_nodes: int = DEFAULT_HISTORY_NODES) -> KernelContext:
+                   history_nodes: int = DEFAULT_HISTORY_NODES,
+                   fixed: str = "literals") -> KernelContext:
     """The context of core/ode/templates for `model` integrated with `method` ('rk4',
-    'dopri5', 'rodas4'), writing through `sink` (sinks.py; default: trajectories)."""
+    'dopri5', 'rodas4'), writing through `sink` (sinks.py; default: trajectories).
+    `fixed`: 'literals' (fixed parameters in the source), 'launch' (read at launch
+    from the times argument: KernelSource.launch_times; the engine must pass them)
+    or 'auto' (wants_fixed_slots)."""
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}")
+    if fixed not in ("literals", "launch", "auto"):
+        raise ValueError(f"fixed must be 'literals', 'launch' or 'auto', not {fixed!r}")
     sink = sink if sink is not None else TrajectorySink()
-    printer = model_printer(model, precision)
+    at_launch = fixed == "launch" or (fixed == "auto" and wants_fixed_slots(model))
+    slots = fixed_slots(model) if at_launch else ()
+    printer = model_printer(model, precision, slots)
     jac_mode = choose_jacobian(model, jacobian) if method == "rodas4" else "none"
     plan = None
     if jac_mode == "analytic" and model.n_states > LU_STATIC_MAX:
@@ -313,41 +373,51 @@ def kernel_context(model: KernelModel, method: str, precision: str = "double", *
     uses = [(u.atom, u.rel) for u in model.uses]
     values = dict(
         precision=precision, model_id=model.ode.network.id or "model", method=method,
-        id_table=naming.id_table(model), varied=list(model.varied), sink=sink,
-        nx=nx, nx_alloc=max(nx, 1), np=len(model.varied), np_alloc=max(len(model.varied), 1),
+        id_table=naming.id_table(model, slots), varied=list(model.varied), sink=sink,
+        nx=nx, nx_alloc=max(nx, 1), np=len(model.varied),
+        np_alloc=max(len(model.varied) + len(slots), 1),
+        # p[np + k] = the k-th fixed parameter read at launch (after the output times)
+        fixed=[(len(model.varied) + k, model.parameters.literal_ids[s])
+               for k, s in enumerate(slots)],
         nout=nout, nout_alloc=max(nout, 1), natoms=len(model.atoms),
         natoms_alloc=max(len(model.atoms), 1), nevents_alloc=max(len(model.events), 1),
         time_switches=list(model.time_switches),
         watch=bool(model.atoms or model.events), inline_model=nx <= INLINE_MODEL_MAX,
         delayed=any(e.delay is not None for e in model.events),
         inline_events=len(model.atoms) + len(model.events) <= INLINE_MODEL_MAX,
-        # loops over states / outputs: unrolled for small models (registers), plain
-        # loops for large ones (code size and nvcc time grow with every unrolled copy)
-        unroll="#pragma unroll" if nx <= INLINE_MODEL_MAX else "",
-        unroll_outputs="#pragma unroll" if nout <= INLINE_MODEL_MAX else "",
+        # loops over states / outputs: unrolled for small models (registers), kept as
+        # loops for large ones (code size and nvcc time grow with every unrolled copy;
+        # left alone, nvcc unrolls loops of constant trip count by itself: a 94-state
+        # rodas4 kernel spent 30 s in nvcc on its unrolled loops)
+        unroll="#pragma unroll" if nx <= INLINE_MODEL_MAX else NO_UNROLL,
+        unroll_outputs="#pragma unroll" if nout <= INLINE_MODEL_MAX else NO_UNROLL,
+        no_unroll=NO_UNROLL if nx > INLINE_MODEL_MAX else "",
         body=body, events=events, uses=uses, uses_eqz=any(rel >= 4 for _, rel in uses),
         rhs_has_time=model.rhs_depends_on_time, lu_static=max(nx, 1) <= LU_STATIC_MAX,
         fd_jacobian=jac_mode == "fd", block_size=block_size, needs_rng=needs_rng,
         draws=model.draws,
         sparse_lu=plan is not None, nnz=plan.nnz if plan else 0,
         diag_entries=[plan.index[(k, k)] for k in range(plan.n)] if plan else [],
-        lu_code=sparse_lu.lu_code(plan) if plan else "",
-        solve_code=sparse_lu.solve_code(plan) if plan else "",
+        **_lu_values(plan),
         fast=model.fast_rates is not None, **delay,
     )
-    return KernelContext(values, jac_mode, plan)
+    return KernelContext(values, jac_mode, plan,
+                         tuple(float(model.literals[s]) for s in slots))
 
 
 def generate(model: KernelModel, method: str, precision: str = "double", *,
              template: tuple[str, str], sink=None, prefix: str = "ode",
              block_size: int = 128, jacobian: str = "auto",
-             history_nodes: int = DEFAULT_HISTORY_NODES) -> KernelSource:
+             history_nodes: int = DEFAULT_HISTORY_NODES,
+             fixed: str = "literals") -> KernelSource:
     """The kernel source of `template` ((package, file): a backend's kernel that
     composes core/ode/templates) for `model` integrated with `method`, writing
-    through `sink`. The file name is `<prefix>_<model id>_<method>_<precision>_<hash>.cu`."""
+    through `sink` (`fixed`: see kernel_context). The file name is
+    `<prefix>_<model id>_<method>_<precision>_<hash>.cu`."""
     sink = sink if sink is not None else TrajectorySink()
     context = kernel_context(model, method, precision, sink=sink, block_size=block_size,
-                             jacobian=jacobian, history_nodes=history_nodes)
+                             jacobian=jacobian, history_nodes=history_nodes,
+                             fixed=fixed)
     text = render(*template, **context.values)
     digest = hashlib.sha256(text.encode()).hexdigest()[:12]
     safe = re.sub(r"[^A-Za-z0-9_]", "_", model.ode.network.id or "model")[:40]
@@ -362,7 +432,8 @@ def generate(model: KernelModel, method: str, precision: str = "double", *,
         flops_per_rhs=rhs_flops, flops_per_step=step, flops_per_output=out_flops,
         jacobian=context.jacobian,
         linear_algebra=("none" if method != "rodas4" else
-                        f"sparse LU ({plan.nnz} entries)" if plan else "dense LU"))
+                        f"sparse LU ({plan.nnz} entries)" if plan else "dense LU"),
+        fixed_values=context.fixed_values)
 
 
 def _step_flops(method: str, nx: int, rhs: float, model: KernelModel, jac_mode: str,

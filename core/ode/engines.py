@@ -139,7 +139,8 @@ class GpuEngine:
             with phase(profiler, "allocate and upload", category="transfer", device=device):
                 table_buf = keep(device.to_device(np.ascontiguousarray(table, dtype=real))
                                  if table.size else device.alloc(size))
-                times_buf = keep(device.to_device(np.asarray(times, dtype=real)))
+                times_buf = keep(device.to_device(np.asarray(  # + fixed parameters
+                    self.source.launch_times(times), dtype=real)))
                 out_buf = keep(device.alloc(len(times) * n_outputs * b * size))
                 status_buf = keep(device.alloc(b * STATUS_BYTES))
                 steps_buf = keep(device.alloc(b * STEPS_BYTES))

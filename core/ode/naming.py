@@ -3,7 +3,8 @@
 A kernel indexes arrays (x[i], p[j], y[k], g[a]); a reader needs the SBML ids
 behind them. `id_table(model)` is the table at the top of every kernel (as AMICI
 writes one): states with their kind, varied parameters, outputs, the fixed
-parameters printed as literals with their values, the watched atoms with the
+parameters printed as literals with their values (or, where the kernel reads them at
+launch, the p[j] that holds each), the watched atoms with the
 relation and the event or rate each comes from, and the events. The `*_comment`
 functions give the trailing comment of each generated assignment
 (`dx[0] = ...;  /* prey */`).
@@ -80,8 +81,10 @@ def _column(label: str, rows: list[str]) -> list[str]:
     return [f"   {label if k == 0 else '':<10}{row}" for k, row in enumerate(rows)]
 
 
-def id_table(model: KernelModel) -> str:
-    """The comment lines (no delimiters) naming every array element of the kernel."""
+def id_table(model: KernelModel, fixed_slots: tuple[sp.Symbol, ...] = ()) -> str:
+    """The comment lines (no delimiters) naming every array element of the kernel;
+    `fixed_slots`: the fixed parameters read at launch as p[varied + k] (their values
+    are not in the source, so that it stays the same for other values)."""
     names = sbml_names(model)
     lines = ["   SBML ids of this kernel's arrays:"]
     ode = model.ode
@@ -92,10 +95,16 @@ def id_table(model: KernelModel) -> str:
                      or ["none (every parameter is a literal)"])
     lines += _column("outputs", [f"y[{k}] = {_named(model, sid)}"
                                  for k, sid in enumerate(model.outputs)] or ["none"])
-    used = _used_symbols(model)
+    used = used_symbols(model)
     literal_ids = model.parameters.literal_ids
     lines += _column("literals", [f"{_parameter(model, literal_ids[s])} = {v!r}"
-                                  for s, v in model.literals.items() if s in used] or ["none"])
+                                  for s, v in model.literals.items()
+                                  if s in used and s not in fixed_slots] or ["none"])
+    if fixed_slots:
+        first = len(model.varied)
+        lines += _column("fixed", [f"p[{first + k}] = {_parameter(model, literal_ids[s])} "
+                                   f"(value given at launch)"
+                                   for k, s in enumerate(fixed_slots)])
     table = model.atom_table
     if table.functions:
         rows = []
@@ -111,7 +120,8 @@ def id_table(model: KernelModel) -> str:
     return "\n".join(lines)
 
 
-def _used_symbols(model: KernelModel) -> set[sp.Basic]:
+def used_symbols(model: KernelModel) -> set[sp.Basic]:
+    """Every symbol the kernel's expressions use."""
     exprs = [*model.rhs, *model.x0, *model.output_exprs, *model.atoms]
     for e in model.events:
         exprs += [e.trigger, *e.values, *(v for v in (e.priority, e.delay) if v is not None)]

@@ -80,29 +80,98 @@ def jacobian_pattern(jacobian: sp.Matrix) -> set[tuple[int, int]]:
     return {(i, j) for i in range(n) for j in range(n) if jacobian[i, j] != 0}
 
 
-def lu_code(p: SparsePlan, indent: str = "    ") -> str:
+def lu_statements(p: SparsePlan) -> list[str]:
     """C statements factorising A (the stored entries) in place; `d[k]` gets the
-    inverse of pivot k; sets `ok` false on a zero or non-finite pivot."""
+    inverse of pivot k; sets `ok` false on a zero or non-finite pivot. Every statement
+    reads and writes A, d and ok only, so the list may be cut anywhere (codegen puts
+    large factorisations into several functions)."""
     lines = []
     for k, lower, upper in zip(p.order, p.below, p.right):
         kk = p.index[(k, k)]
-        lines.append(f"{indent}d[{k}] = ODE_R(1) / A[{kk}];")
-        lines.append(f"{indent}ok = ok && ode_finite(d[{k}]) && A[{kk}] != ODE_R(0);")
+        lines.append(f"d[{k}] = ODE_R(1) / A[{kk}];")
+        lines.append(f"ok = ok && ode_finite(d[{k}]) && A[{kk}] != ODE_R(0);")
         for r in lower:
             rk = p.index[(r, k)]
-            lines.append(f"{indent}A[{rk}] *= d[{k}];")
+            lines.append(f"A[{rk}] *= d[{k}];")
             for c in upper:
-                lines.append(f"{indent}A[{p.index[(r, c)]}] -= A[{rk}] * A[{p.index[(k, c)]}];")
-    return "\n".join(lines)
+                lines.append(f"A[{p.index[(r, c)]}] -= A[{rk}] * A[{p.index[(k, c)]}];")
+    return lines
 
 
-def solve_code(p: SparsePlan, indent: str = "    ") -> str:
-    """C statements solving (LU) x = b in place in b (L unit lower, in pivot order)."""
+def lu_code(p: SparsePlan, indent: str = "    ") -> str:
+    """lu_statements as one block of C."""
+    return "\n".join(indent + line for line in lu_statements(p))
+
+
+def solve_statements(p: SparsePlan) -> list[str]:
+    """C statements solving (LU) x = b in place in b (L unit lower, in pivot order);
+    each reads A, d and b only, so the list may be cut anywhere."""
     lines = []
     for k, lower in zip(p.order, p.below):
         for r in lower:
-            lines.append(f"{indent}b[{r}] -= A[{p.index[(r, k)]}] * b[{k}];")
+            lines.append(f"b[{r}] -= A[{p.index[(r, k)]}] * b[{k}];")
     for k, upper in reversed(list(zip(p.order, p.right))):
         terms = "".join(f" - A[{p.index[(k, c)]}] * b[{c}]" for c in upper)
-        lines.append(f"{indent}b[{k}] = (b[{k}]{terms}) * d[{k}];")
-    return "\n".join(lines)
+        lines.append(f"b[{k}] = (b[{k}]{terms}) * d[{k}];")
+    return lines
+
+
+def solve_code(p: SparsePlan, indent: str = "    ") -> str:
+    """solve_statements as one block of C."""
+    return "\n".join(indent + line for line in solve_statements(p))
+
+
+#: above this many statements of factorisation, the LU runs as loops over index
+#: tables instead of straight-line code: nvcc spends ~2.5 ms per straight-line
+#: statement (cicc and ptxas alike, however the code is cut into functions), so a
+#: 500-state model's 30,000 statements took minutes; the loops compile in a second
+#: and do the same operations in the same order (the same numbers).
+STRAIGHT_LINE_MAX = 2000
+
+
+def statement_count(p: SparsePlan) -> int:
+    """Statements of lu_statements(p), without building them."""
+    return sum(2 + len(b) * (1 + len(r)) for b, r in zip(p.below, p.right))
+
+
+@dataclass(frozen=True)
+class LuTables:
+    """The plan as index tables for loops (templates/rodas4.cuh, `lu_tables`), step s
+    of the elimination being pivot `pivot[s]` at stored position `pivot_entry[s]`:
+
+    - `lower_count[s]` rows below it; their (row, pivot) positions are the next
+      entries of `lower_entry` and their rows the next of `lower_row`;
+    - `upper_count[s]` columns right of it: (pivot, column) positions in
+      `upper_entry`, columns in `upper_col`;
+    - for each lower row in turn, for each upper column, the (row, column) position
+      to update: `update_entry`.
+    The loops visit them in exactly the order of lu_statements and solve_statements."""
+
+    pivot: tuple[int, ...]
+    pivot_entry: tuple[int, ...]
+    lower_count: tuple[int, ...]
+    upper_count: tuple[int, ...]
+    lower_entry: tuple[int, ...]
+    lower_row: tuple[int, ...]
+    upper_entry: tuple[int, ...]
+    upper_col: tuple[int, ...]
+    update_entry: tuple[int, ...]
+
+    def arrays(self) -> dict[str, tuple[int, ...]]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+
+def tables(p: SparsePlan) -> LuTables:
+    lower_entry, lower_row, upper_entry, upper_col, update_entry = [], [], [], [], []
+    for k, lower, upper in zip(p.order, p.below, p.right):
+        lower_entry += [p.index[(r, k)] for r in lower]
+        lower_row += list(lower)
+        upper_entry += [p.index[(k, c)] for c in upper]
+        upper_col += list(upper)
+        update_entry += [p.index[(r, c)] for r in lower for c in upper]
+    return LuTables(
+        pivot=tuple(p.order), pivot_entry=tuple(p.index[(k, k)] for k in p.order),
+        lower_count=tuple(len(b) for b in p.below), upper_count=tuple(len(r) for r in p.right),
+        lower_entry=tuple(lower_entry), lower_row=tuple(lower_row),
+        upper_entry=tuple(upper_entry), upper_col=tuple(upper_col),
+        update_entry=tuple(update_entry))

@@ -62,13 +62,15 @@ class HostKernel:
         table = np.ascontiguousarray(table, dtype=self.dtype)
         n = table.shape[1] if table.ndim == 2 and table.shape[0] else int(config["n"])
         times = np.ascontiguousarray(times, dtype=self.dtype)
+        # the output times, then the fixed parameters the kernel reads at launch
+        launch_times = np.ascontiguousarray(self.source.launch_times(times), dtype=self.dtype)
         out = np.empty((len(times), n_outputs, n), dtype=self.dtype)
         status = np.empty(n, dtype=np.int8)
         steps = np.empty(n, dtype=np.int32)
         if members is not None:
             members = np.ascontiguousarray(members, dtype=np.uint64)
         if n:
-            self._run(n, _ptr(table) if table.size else None, _ptr(times), len(times),
+            self._run(n, _ptr(table) if table.size else None, _ptr(launch_times), len(times),
                       _ptr(out), _ptr(status), _ptr(steps), config["rtol"], config["atol"],
                       config["h0"], config["max_step"], config["dt"], int(config["max_steps"]),
                       int(config["seed"]) & (2**64 - 1),

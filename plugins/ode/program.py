@@ -40,7 +40,7 @@ from sbmlgpu.schedule.ensemble import (BatchMemory, EnsembleJob, MemberBatch, Me
                                        Pilot, default_scheduler)
 from sbmlgpu.schedule.spill import Spill
 
-from . import bundling, failures, limits, passes
+from . import bundling, failures, limits, passes, prefetch
 from .options import OdeOptions
 from .specialised import Specialisation, SpecialisationCache
 
@@ -62,7 +62,7 @@ def kernel_source(model: KernelModel, method: str, precision: str = "double", *,
     from sbmlgpu.ode.codegen import generate
 
     return generate(model, method, precision, template=KERNEL, block_size=block_size,
-                    jacobian=jacobian, history_nodes=history_nodes)
+                    jacobian=jacobian, history_nodes=history_nodes, fixed="auto")
 
 
 class OdeProgram(Program):
@@ -247,8 +247,14 @@ class OdeProgram(Program):
             return cache.runs[key]
         model = cache.model(
             varied, outputs, constant, lambda: KernelModel(self.ode, varied, outputs, constant))
+        # --method auto: a large model's likely kernel compiles while the check runs
+        ahead = prefetch.Prefetch(self, model) \
+            if self.options.method == "auto" and prefetch.worth_it(model) else None
         with phase(profiler, "choose method"):
             method, why = cache.method(key, lambda: self._method(model, table, times))
+        if ahead is not None:
+            with phase(profiler, "wait for the kernel built ahead"):
+                ahead.join(method)
         with phase(profiler, "generate kernel"):
             source, engine = self._engine(model, method)
         return cache.add(key, Specialisation(method, why, source, engine, bool(model.draws),

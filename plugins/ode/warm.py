@@ -70,7 +70,9 @@ class WarmOdeProgram(OdeProgram):
         if record is None:
             raise Miss("no cached kernel for these varied parameters, outputs or values")
         try:
-            source = KernelSource(**record["source"])
+            fields = dict(record["source"])
+            fields["fixed_values"] = tuple(fields.get("fixed_values", ()))  # JSON: a list
+            source = KernelSource(**fields)
             engine = self._warm_engine(source, record)
             spec = Specialisation(record["method"], record["why"], source, engine,
                                   bool(record["draws"]), bool(record.get("delays")),

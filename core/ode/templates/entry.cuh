@@ -8,13 +8,15 @@
   threads when the compiler has -fopenmp). Both take the same arguments in the same
   order: n, table, times, n_times, the sink's arguments (`sink.params`), status,
   steps, the settings, members (launch index -> member number, or null) and
-  first_member. `member` numbers the random stream of event tie-breaks. A sink that
+  first_member. `member` numbers the random stream of event tie-breaks. Fixed
+  parameters read at launch (`fixed`, codegen.fixed_slots) follow the n_times output
+  times in `times` and go after the varied ones in p. A sink that
   keeps state per member between output times declares it in `sink.locals` (C
   declarations placed before each member's sink is made, which `sink.make` may use).
-  Context: `sink` (sbmlgpu.ode.sinks), method, np, block_size, varied, and `limits`
-  where a backend's kernel sets it (the ode backend's): then both entry points take
-  the launch's limits after first_member (max_interval_steps, time_limit_ns;
-  limits.cuh).
+  Context: `sink` (sbmlgpu.ode.sinks), method, np, block_size, varied, fixed, and
+  `limits` where a backend's kernel sets it (the ode backend's): then both entry
+  points take the launch's limits after first_member (max_interval_steps,
+  time_limit_ns; limits.cuh).
 #}
 {% from "sbmlgpu.ode:entry_arguments.cuh" import kernel_arguments %}
 {% set with_limits = limits is defined and limits %}
@@ -37,6 +39,9 @@ SBMLGPU_HD void ode_member(long long i, long long n, const real_t* __restrict__ 
 {% if not np %}
     p[0] = ODE_R(0); (void)table; (void)n;
 {% endif %}
+{% for j, sid in fixed %}
+    p[{{ j }}] = times[n_times + {{ loop.index0 }}]; /* {{ sid }}: fixed, given at launch */
+{% endfor %}
     int taken = 0;
     status[i] = (signed char)ode_solve(p, times, n_times, sink, cfg, &taken, member);
     steps[i] = taken;

@@ -12,8 +12,9 @@
   in registers; larger ones index rows at run time (local memory).
 #}
 {# small systems: every loop unrolled (registers); large ones: loops (compile time and
-   code size grow with the square of the size otherwise) #}
-{% set UNROLL = "#pragma unroll" if lu_static else "" %}
+   code size grow with the square of the size otherwise), kept as loops (`no_unroll`)
+   above codegen.INLINE_MODEL_MAX states, where nvcc would unroll them by itself #}
+{% set UNROLL = "#pragma unroll" if lu_static else no_unroll %}
 /* ---- RODAS4, adaptive, stiff ------------------------------------------------------ */
 #define ODE_ORDER 4
 
@@ -177,11 +178,32 @@ SBMLGPU_HD void ode_lu_solve(const real_t* A, const int* piv, real_t* b)
 }
 
 {% if sparse_lu %}
-/* ---- sparse LU (sbmlgpu.ode.sparse_lu): straight-line code over the {{ nnz }} stored
-   entries of M (non-zeros of J, the diagonal, fill-in), pivot order fixed when the
-   kernel was generated. d[k] holds the inverse of pivot k. */
+/* ---- sparse LU (sbmlgpu.ode.sparse_lu) over the {{ nnz }} stored entries of M (non-zeros
+   of J, the diagonal, fill-in), pivot order fixed when the kernel was generated. d[k]
+   holds the inverse of pivot k. {% if lu_tables %}Loops over index tables (a large plan: straight-line
+   code would take nvcc minutes); the same operations in the same order.{% else %}Straight-line code.{% endif %} */
 #define ODE_LU_SIZE {{ nnz }}
 #define ODE_PIVOT_T real_t
+{% if lu_tables %}
+
+/* the plan's index tables (sparse_lu.LuTables says what each holds); one copy for the
+   device (global memory: every thread of a warp reads the same entry at once) and one
+   for the host build */
+typedef {{ lu_index_type }} ode_lu_index;
+#ifdef __CUDA_ARCH__
+#define ODE_LU(name) ode_lu_##name##_device
+#else
+#define ODE_LU(name) ode_lu_##name##_host
+#endif
+{% for name, values in lu_tables.items() %}
+#define ODE_LU_DATA_{{ name }} {{ values }}
+#ifdef __CUDA_ARCH__
+__device__ const ode_lu_index ode_lu_{{ name }}_device[] = {ODE_LU_DATA_{{ name }}};
+#else
+static const ode_lu_index ode_lu_{{ name }}_host[] = {ODE_LU_DATA_{{ name }}};
+#endif
+{% endfor %}
+{% endif %}
 
 ODE_MODEL_FN bool ode_factor(real_t t, const real_t* __restrict__ x,
                              const real_t* __restrict__ f, const real_t* __restrict__ p,
@@ -195,14 +217,53 @@ ODE_MODEL_FN bool ode_factor(real_t t, const real_t* __restrict__ x,
     A[{{ e }}] += diag;
 {% endfor %}
     bool ok = true;
+{% if lu_tables %}
+    int lo = 0, up = 0, u = 0;  /* where step s starts in the lower, upper, update tables */
+    for (int s = 0; s < ODE_NX; ++s) {
+        const int k = ODE_LU(pivot)[s], kk = ODE_LU(pivot_entry)[s];
+        const int nl = ODE_LU(lower_count)[s], nu = ODE_LU(upper_count)[s];
+        d[k] = ODE_R(1) / A[kk];
+        ok = ok && ode_finite(d[k]) && A[kk] != ODE_R(0);
+        for (int i = 0; i < nl; ++i) {
+            const int rk = ODE_LU(lower_entry)[lo + i];
+            A[rk] *= d[k];
+            const real_t l = A[rk];
+            for (int j = 0; j < nu; ++j, ++u)
+                A[ODE_LU(update_entry)[u]] -= l * A[ODE_LU(upper_entry)[up + j]];
+        }
+        lo += nl;
+        up += nu;
+    }
+{% else %}
 {{ lu_code }}
+{% endif %}
     return ok;
 }
 
 ODE_MODEL_FN void ode_solve_lin(const real_t* __restrict__ A, const real_t* __restrict__ d,
                                 real_t* __restrict__ b)
 {
+{% if lu_tables %}
+    int lo = 0;  /* L: forward, in pivot order */
+    for (int s = 0; s < ODE_NX; ++s) {
+        const int nl = ODE_LU(lower_count)[s];
+        const real_t bk = b[ODE_LU(pivot)[s]];
+        for (int i = 0; i < nl; ++i)
+            b[ODE_LU(lower_row)[lo + i]] -= A[ODE_LU(lower_entry)[lo + i]] * bk;
+        lo += nl;
+    }
+    int up = {{ lu_upper_total }};  /* U: backward */
+    for (int s = ODE_NX - 1; s >= 0; --s) {
+        const int k = ODE_LU(pivot)[s], nu = ODE_LU(upper_count)[s];
+        up -= nu;
+        real_t v = b[k];
+        for (int j = 0; j < nu; ++j)
+            v -= A[ODE_LU(upper_entry)[up + j]] * b[ODE_LU(upper_col)[up + j]];
+        b[k] = v * d[k];
+    }
+{% else %}
 {{ solve_code }}
+{% endif %}
 }
 {% else %}
 #define ODE_LU_SIZE (ODE_NX * ODE_NX)
