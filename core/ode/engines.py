@@ -22,7 +22,7 @@ ctypes signature live with the backend's CPU path).
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -48,6 +48,8 @@ class BatchOutput:
     out: np.ndarray | None  # (b, times, outputs) (maybe a strided view), or None with stats
     stats: EnsembleStats | None = None
     kernel_ms: float = 0.0
+    #: per-member numbers of a reduction on the device (`reduce`), launch order
+    reduced: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -111,10 +113,13 @@ class GpuEngine:
     def run(self, device, table: np.ndarray, times: np.ndarray, n_outputs: int,
             config: LaunchConfig, members: np.ndarray | None = None, first_member: int = 0,
             histogram: BinGrid | None = None, profiler=None,
-            destination: np.ndarray | None = None) -> BatchOutput:
+            destination: np.ndarray | None = None, reduce=None) -> BatchOutput:
         """`destination`: where the time courses go, (b, times, outputs) C-contiguous
         of the engine's dtype (else a new array). `histogram`: reduce the batch to its
-        statistics, binned over this grid, instead (`--summary`)."""
+        statistics, binned over this grid, instead (`--summary`). `reduce`: a
+        per-member reduction run on the time courses where they lie instead
+        (`reduce.launch(...)` -> {name: (b,) array}, e.g.
+        sbmlgpu.petab.objective.ObjectiveReduction); out is then (b, times, 0)."""
         kernel = self.kernel(device)
         b = int(table.shape[1])
         real = self.real
@@ -155,6 +160,13 @@ class GpuEngine:
                                        precision=self.source.precision, start_s=start,
                                        members=b, steps=total_steps,
                                        method=self.source.method)
+            if reduce is not None:
+                with phase(profiler, "reduce members", device=device):
+                    reduced = reduce.launch(device, out_buf, status_buf, members_arg,
+                                            first_member, b, n_outputs, self.source.precision,
+                                            keep, profiler)
+                return BatchOutput(status, steps, np.zeros((b, len(times), 0), real), None,
+                                   timing.ms, reduced)
             if histogram is None:
                 out = member_major(device, out_buf, b, (len(times), n_outputs), real,
                                    profiler=profiler, destination=destination)

@@ -131,20 +131,23 @@ class OdeProgram(Program):
                                                                   else []))
         self._compile_everywhere(engine, devices, profiler)
         on_device = isinstance(engine, GpuEngine)
+        # a per-member reduction of the time courses where they lie (the PEtab
+        # objective): on the GPU only; the host returns the time courses as before
+        reduce = task.reduce if on_device and not task.summary else None
 
         def run_batch(device, batch: MemberBatch) -> MemberResults:
             device = device if device is not None else self.device
             ids = batch.members.astype(np.uint64) if batch.members is not None else None
             # the GPU reduces a summary's batches where they ran; the host's time
             # courses are folded by the runner
-            reduce = {"histogram": batch.summary.grid} if batch.summary is not None \
-                and on_device else {}
+            where = {"histogram": batch.summary.grid} if batch.summary is not None \
+                and on_device else {"reduce": reduce} if reduce is not None else {}
             out: BatchOutput = engine.run(device, batch.take(table), times, len(outputs),
                                           config, ids, first_member=batch.start,
                                           profiler=profiler, destination=batch.rows,
-                                          **reduce)
-            return MemberResults(out.status, out.out, out.stats, {"steps": out.steps},
-                                 out.kernel_ms)
+                                          **where)
+            return MemberResults(out.status, out.out, out.stats,
+                                 {"steps": out.steps, **out.reduced}, out.kernel_ms)
 
         # pilot: bundling and the ranges of the on-device quantile histograms
         reason = bundling.should_bundle(o.bundling, method, n, len(varied), o.pilot_size)
@@ -159,14 +162,15 @@ class OdeProgram(Program):
 
         def memory(time_courses: bool, bundled: bool) -> BatchMemory:
             per_member = bytes_per_member(len(varied), len(times), len(outputs), itemsize,
-                                          bundled, time_courses=time_courses)
+                                          bundled, time_courses=time_courses and reduce is None) \
+                + (8 * len(reduce.names) if reduce is not None else 0)
             fixed = (0 if time_courses else cols * (6 * 8 + 4 * o.quantile_bins + 16)) \
                 + len(times) * itemsize
             return BatchMemory(per_member, fixed, WARP if bundled else 1)
 
         pilot = reason is None or task.summary
         job = EnsembleJob(
-            n, (len(times), len(outputs)), run_batch, memory,
+            n, (len(times), 0 if reduce is not None else len(outputs)), run_batch, memory,
             summary=OVER_OK_MEMBERS if task.summary else None, bins=o.quantile_bins,
             pilot=Pilot.sample(bundling.pilot(n, o.pilot_size, task.seed)) if pilot else None,
             order=order if reason is None else None,
@@ -196,17 +200,22 @@ class OdeProgram(Program):
         }
         if outcome.spill_note:
             self.last_run["data"] = outcome.spill_note
+        # the reduction's numbers per member, original order (no time courses then)
+        reduced = {"reduced": {name: outcome.extras[name] for name in reduce.names}} \
+            if reduce is not None else {}
         self.last_steps = steps  # per member, original order
         # launch order (bundled), None when unbundled
         self.last_order = outcome.permutation.order if outcome.permutation is not None else None
         metadata = {"backend": "ode", "device": ", ".join(
             d.properties.name for d in devices) if devices else f"cpu ({engine.name})",
-            "options": asdict(o), **self.last_run}
-        return TimeCourseResult(times=times, ids=outputs, data=outcome.data,
+            "options": asdict(o), **self.last_run, **reduced}
+        return TimeCourseResult(times=times, ids=outputs,
+                                data=None if reduce is not None else outcome.data,
                                 status=outcome.status, summary=outcome.summary,
                                 metadata=metadata, messages=failures.messages(
                                     outcome.status, times,
-                                    None if task.summary else outcome.data,
+                                    None if task.summary or reduce is not None
+                                    else outcome.data,
                                     draws=bool(model.draws)))
 
     # -- helpers ----------------------------------------------------------------
