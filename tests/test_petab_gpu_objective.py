@@ -50,6 +50,7 @@ class HostObjective(FakeKernel):
         self.library = load("#define SBMLGPU_HOST_ENTRY 1\n" + source, "objective.cu",
                             openmp=False)
         self.launched = 0
+        self.first_members: list[tuple[bool, int]] = []  # (members given, first_member)
 
     def run(self, grid, block, args, shared_bytes):
         assert len(args) == len(self.params) == 17, (len(args), self.params)
@@ -63,6 +64,7 @@ class HostObjective(FakeKernel):
                     "unsigned long long": ctypes.c_ulonglong}[ctype](int(arg))
 
         assert grid[0] * block[0] >= int(args[0])  # every member has a thread
+        self.first_members.append((isinstance(args[5], HostBuffer), int(args[6])))
         self.library.sbmlgpu_petab_objective_host(*[c(a, t) for a, t in zip(args, self.params)])
         self.launched += 1
 
@@ -103,6 +105,23 @@ def test_objective_on_the_device_equals_the_host_computation(name, fake_gpu):
     # the time courses never came back: the rows at finite times have no simulation
     timed = np.isfinite(gpu.problem.measurements["time"].to_numpy(float))
     assert np.isnan(gpu.simulation[timed]).all() and timed.any() == PROBLEMS[name]
+
+
+def test_a_bundled_ensemble_is_scored_from_the_columns_the_sink_wrote(fake_gpu):
+    """Bundled in one batch, the sink writes member m in column m (member order): the
+    objective kernel must read it there, not at the launch index."""
+    from sbmlgpu.petab import simulate_problem
+
+    # 6 runs x 64 sets: above 10 x the pilot, and a multiple of 32 (one aligned batch)
+    yaml = _yaml("Fujita_SciSignal2010")
+    options = {"pilot_size": 32}
+    gpu = simulate_problem(yaml, ensemble=64, seed=4, device=[0], options=options)
+    assert (True, 0) in fake_gpu.objectives[-1].first_members  # bundled, in member order
+    cpu = simulate_problem(yaml, ensemble=64, seed=4, device="cpu", options=options)
+    ok = cpu.status == 0
+    assert np.array_equal(gpu.status, cpu.status) and ok.sum() >= 30
+    np.testing.assert_allclose(gpu.nll[ok], cpu.nll[ok], rtol=1e-12, atol=1e-9)
+    np.testing.assert_allclose(gpu.chi2[ok], cpu.chi2[ok], rtol=1e-12, atol=1e-9)
 
 
 def test_the_nominal_run_keeps_its_simulation_table(fake_gpu):

@@ -83,6 +83,9 @@ class GpuEngine:
     """Compiles the kernel once per device; runs batches there."""
 
     name = "gpu"
+    #: with members and first_member m, a launch of members m..m+b-1 writes them in
+    #: member order (sinks.TrajectorySink); LAUNCH_ORDER keeps launch order
+    writes_member_order = True
 
     def __init__(self, source: KernelSource, fast_math: bool):
         self.source = source
@@ -214,6 +217,7 @@ class HostEngine:
     `kernel.dtype` is its real type."""
 
     name = "native"
+    writes_member_order = True  # the same kernel text: as GpuEngine
 
     def __init__(self, source: KernelSource, kernel):
         self.source = source

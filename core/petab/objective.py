@@ -8,8 +8,8 @@ objective kernel on the batch's device buffer and returns, per member (a run and
 set), the sums of the negative log-likelihood and chi2 terms over that run's
 measurement rows at finite times. `Simulation.run` adds them up per set; rows at
 t = inf (steady states, computed on the host) are scored by likelihood.terms as
-before. The same kernel text builds for the host (`host_objective`), which tests
-compare with the numpy computation.
+before. The same kernel text builds for the host (its SBMLGPU_HOST_ENTRY), through
+which tests compare it with the numpy computation.
 
 The tables the kernel reads (all per measurement row at a finite time, rows
 grouped by run): run_rows (CSR offsets per run), the output-time index, the
@@ -20,7 +20,6 @@ formulas or slots name, (n_q, n_sets) row-major.
 
 from __future__ import annotations
 
-import ctypes
 import re
 import threading
 from dataclasses import dataclass, field
@@ -169,36 +168,6 @@ class ObjectiveReduction:
         runs = len(self.tables.run_rows) - 1
         return (nll.reshape(runs, self.n_sets).sum(axis=0),
                 chi2.reshape(runs, self.n_sets).sum(axis=0))
-
-
-def host_objective(reduction: ObjectiveReduction, data: np.ndarray, status: np.ndarray,
-                   members: np.ndarray | None = None, first_member: int = 0):
-    """The kernel's host build run on (b, times, outputs) time courses laid out as
-    the trajectory sink writes them: (nll, chi2) per member, as `launch` returns
-    them. For tests: the GPU runs the same text."""
-    from ..runtime.host import load
-
-    real = data.dtype
-    precision = "double" if real == np.float64 else "float"
-    source = "#define SBMLGPU_HOST_ENTRY 1\n" + reduction.source(precision)
-    library = load(source, f"petab_objective_{precision}.cu", openmp=False)
-    run = library.sbmlgpu_petab_objective_host
-    b = data.shape[0]
-    sink = np.ascontiguousarray(np.moveaxis(data, 0, -1))  # (times, outputs, b)
-    status = np.ascontiguousarray(status, dtype=np.int8)
-    ids = None if members is None else np.ascontiguousarray(members, dtype=np.uint64)
-    t = reduction.tables
-    nll, chi2 = np.empty(b), np.empty(b)
-
-    def ptr(a):
-        return None if a is None else a.ctypes.data_as(ctypes.c_void_p)
-
-    run.restype = ctypes.c_int
-    run(ctypes.c_longlong(b), ctypes.c_longlong(reduction.n_sets), ptr(sink),
-        ctypes.c_int(data.shape[2]), ptr(status), ptr(ids), ctypes.c_ulonglong(first_member),
-        *[ptr(a) for a in (t.run_rows, t.time_index, t.observable, t.measurement, t.t,
-                           t.slot_q, t.slot_value, t.q)], ptr(nll), ptr(chi2))
-    return nll, chi2
 
 
 # -- the formulas' symbols ----------------------------------------------------------------

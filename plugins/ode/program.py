@@ -8,9 +8,13 @@
    outputs fix the histogram ranges of the on-device quantiles.
 3. The ensemble runs through the scheduler's batch planner (memory per member: its
    table column, its outputs, status and steps), in bundled order if bundling is on;
-   results go back to the original order. Full time courses are written batch by
-   batch into the result array, a memory-mapped file when larger than
-   `--spill-bytes`; with `--summary` each batch is reduced where it ran.
+   results go back to the original order (a bundled batch of a contiguous range of
+   members, e.g. the whole ensemble in one batch, is written in member order by the
+   kernel itself: `_first_member`). Full time courses are written batch by batch
+   into the result array, a memory-mapped file when larger than `--spill-bytes`;
+   with `--summary` each batch is reduced where it ran; with `TimeCourse.reduce`
+   (the PEtab objective) each batch is reduced to a few numbers per member on the
+   GPU and no time courses are kept.
 4. The Result: time courses or summary, one status per member, metadata (method,
    engine, bundling, steps, tolerances).
 """
@@ -33,6 +37,7 @@ from sbmlgpu.ir import Network
 from sbmlgpu.ode.codegen import KernelSource, generate
 from sbmlgpu.ode.engines import BatchOutput, GpuEngine, LaunchConfig, bytes_per_member
 from sbmlgpu.ode.model import KernelModel
+from sbmlgpu.ode.sinks import LAUNCH_ORDER
 from sbmlgpu.outputs import default_outputs
 from sbmlgpu.profile import phase
 from sbmlgpu.results import TimeCourseResult
@@ -138,14 +143,19 @@ class OdeProgram(Program):
         def run_batch(device, batch: MemberBatch) -> MemberResults:
             device = device if device is not None else self.device
             ids = batch.members.astype(np.uint64) if batch.members is not None else None
+            first, scatter = _first_member(batch, engine)
             # the GPU reduces a summary's batches where they ran; the host's time
             # courses are folded by the runner
             where = {"histogram": batch.summary.grid} if batch.summary is not None \
                 and on_device else {"reduce": reduce} if reduce is not None else {}
             out: BatchOutput = engine.run(device, batch.take(table), times, len(outputs),
-                                          config, ids, first_member=batch.start,
-                                          profiler=profiler, destination=batch.rows,
+                                          config, ids, first_member=first,
+                                          profiler=profiler,
+                                          destination=None if scatter else batch.rows,
                                           **where)
+            if scatter:  # an engine without member order, given the rows of a bundle
+                batch.rows[batch.members - batch.members.min()] = out.out
+                out.out = batch.rows
             return MemberResults(out.status, out.out, out.stats,
                                  {"steps": out.steps, **out.reduced}, out.kernel_ms)
 
@@ -234,6 +244,21 @@ class OdeProgram(Program):
                     engine.kernel(device)
             else:
                 engine.kernel(device)
+
+
+def _first_member(batch: MemberBatch, engine) -> tuple[int, bool]:
+    """(first_member of the launch, whether the rows of a bundled batch must be put
+    in member order here). The runner hands a bundled batch the rows of its members
+    when they are a contiguous range (sbmlgpu.schedule.ensemble): the kernel then
+    writes in member order from the range's first member; other bundled batches, and
+    engines that cannot, run in launch order."""
+    if batch.members is None:
+        return batch.start, False
+    if batch.rows is None or not len(batch.members):
+        return LAUNCH_ORDER, False
+    if getattr(engine, "writes_member_order", False):
+        return int(batch.members.min()), False
+    return LAUNCH_ORDER, True
 
 
 def _is_constant(column) -> bool:

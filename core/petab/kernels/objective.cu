@@ -5,7 +5,10 @@
   ensemble of parameter sets returns one pair of numbers per member instead of its
   time courses.
 
-  One thread per member of the batch. Member m (members[i], or first_member + i) is
+  One thread per member of the batch. Its time courses are in column i of out, or
+  in a bundled launch of a contiguous range of members (members given, first_member
+  not PETAB_LAUNCH_ORDER) in column members[i] - first_member, as the sink put them
+  (sbmlgpu.ode.sinks.TrajectorySink). Member m (members[i], or first_member + i) is
   run m / n_sets (a pair of preequilibration and simulation condition) with
   parameter set m % n_sets. The thread sums, over the measurement rows of its run
   (rows run_rows[run] .. run_rows[run + 1] - 1, those at a finite time), the terms
@@ -24,6 +27,7 @@
 {% include "common.cuh" %}
 
 #define PETAB_LOG10 2.302585092994045684
+#define PETAB_LAUNCH_ORDER 0xFFFFFFFFFFFFFFFFULL /* sbmlgpu.ode.sinks.LAUNCH_ORDER */
 #define PETAB_TWO_PI 6.283185307179586477
 
 /* what an observable's formulas read: the outputs at the row's time, the row's
@@ -85,6 +89,7 @@ SBMLGPU_HD void petab_row_terms(int observable, const petab_row* row, double mea
 SBMLGPU_HD void petab_member(long long i, long long b, long long n_sets,
                              const real_t* __restrict__ out, int n_outputs,
                              const signed char* __restrict__ status, unsigned long long member,
+                             long long column,
                              const int* __restrict__ run_rows, const int* __restrict__ row_time,
                              const int* __restrict__ row_observable,
                              const double* __restrict__ row_measurement,
@@ -108,7 +113,7 @@ SBMLGPU_HD void petab_member(long long i, long long b, long long n_sets,
     row.n_sets = n_sets;
     row.ph = ph;
     for (int r = run_rows[run]; r < run_rows[run + 1]; ++r) {
-        row.out = out + (long long)row_time[r] * n_outputs * b + i;
+        row.out = out + (long long)row_time[r] * n_outputs * b + column;
         row.t = row_t[r];
 {% for k in range(slots) %}
         ph[{{ k }}] = slot_q[(long long)r * {{ slots }} + {{ k }}] < 0
@@ -134,7 +139,9 @@ extern "C" __global__ void sbmlgpu_petab_objective(
     const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= b) return;
     const unsigned long long member = members ? members[i] : first_member + (unsigned long long)i;
-    petab_member(i, b, n_sets, out, n_outputs, status, member, run_rows, row_time,
+    const long long column = (members && first_member != PETAB_LAUNCH_ORDER)
+        ? (long long)(member - first_member) : i;
+    petab_member(i, b, n_sets, out, n_outputs, status, member, column, run_rows, row_time,
                  row_observable, row_measurement, row_t, slot_q, slot_value, q, nll, chi2);
 }
 #endif
@@ -151,7 +158,9 @@ extern "C" int sbmlgpu_petab_objective_host(
 {
     for (long long i = 0; i < b; ++i) {
         const unsigned long long member = members ? members[i] : first_member + (unsigned long long)i;
-        petab_member(i, b, n_sets, out, n_outputs, status, member, run_rows, row_time,
+        const long long column = (members && first_member != PETAB_LAUNCH_ORDER)
+            ? (long long)(member - first_member) : i;
+        petab_member(i, b, n_sets, out, n_outputs, status, member, column, run_rows, row_time,
                      row_observable, row_measurement, row_t, slot_q, slot_value, q, nll, chi2);
     }
     return 0;
