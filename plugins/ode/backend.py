@@ -20,10 +20,8 @@ class OdeBackend(Backend):
         return unsupported(network)
 
     def compile(self, network: Network, options: BackendOptions, device=None) -> Program:
-        from sbmlgpu.views.ode import ode_system
-
-        from .program import OdeProgram
+        from .program import program_for
 
         options = OdeOptions.coerce(options)
         self.check_supported(network)
-        return OdeProgram(network, ode_system(network), options, device)
+        return program_for(network, options, device)  # reused for a network run again

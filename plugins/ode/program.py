@@ -23,7 +23,9 @@ from __future__ import annotations
 
 
 import logging
+import threading
 import time
+from collections import OrderedDict
 from dataclasses import asdict
 from typing import Any
 
@@ -72,6 +74,11 @@ class OdeProgram(Program):
         self.device = device
         self._sources: dict[str, str] = {}
         self._engines: dict[tuple, tuple[KernelSource, Any]] = {}
+        # kept from run to run (a program is reused: `program_for`): the stiffness
+        # check's probes and its answers for the same probed members
+        self._probes: dict = {}
+        self._methods: dict[tuple, tuple[str, str]] = {}
+        self._run_lock = threading.Lock()  # one run at a time of a shared program
         self.last_run: dict[str, Any] = {}
 
     # -- sources ----------------------------------------------------------------
@@ -104,10 +111,17 @@ class OdeProgram(Program):
             else:
                 engine = cpu_engine(source, model, method, self.options)
             self._engines[key] = (source, engine)
-        return self._engines[key]
+        source, engine = self._engines[key]
+        self._sources[source.name] = source.text  # this run's kernel, also when reused
+        return source, engine
 
     # -- run --------------------------------------------------------------------
     def run(self, task: TimeCourse, scheduler=None, profiler=None) -> TimeCourseResult:
+        with self._run_lock:
+            self._sources = {}  # `sources`: the kernels of this run
+            return self._run(task, scheduler, profiler)
+
+    def _run(self, task: TimeCourse, scheduler, profiler) -> TimeCourseResult:
         started = time.perf_counter()
         o = self.options
         outputs = tuple(task.outputs or default_outputs(self.network))
@@ -232,8 +246,14 @@ class OdeProgram(Program):
     def _method(self, model: KernelModel, table: np.ndarray, times: np.ndarray):
         if self.options.method != "auto":
             return self.options.method, "chosen with --method"
-        return choose_method(model, _probe_members(table), float(times[0]),
-                             float(times[-1] - times[0]))
+        members = _probe_members(table)
+        t0, span = float(times[0]), float(times[-1] - times[0])
+        # the same probed members of the same model: the same answer
+        key = (model.varied, tuple(sorted(model.fixed_values.items())), members.shape,
+               members.tobytes(), t0, span)
+        if key not in self._methods:
+            self._methods[key] = choose_method(model, members, t0, span, self._probes)
+        return self._methods[key]
 
     def _compile_everywhere(self, engine, devices, profiler) -> None:
         if not isinstance(engine, GpuEngine):
@@ -244,6 +264,35 @@ class OdeProgram(Program):
                     engine.kernel(device)
             else:
                 engine.kernel(device)
+
+
+#: programs kept for reuse, most recently used last (`program_for`)
+PROGRAM_CACHE_SIZE = 8
+_programs: "OrderedDict[tuple, OdeProgram]" = OrderedDict()
+_programs_lock = threading.Lock()
+
+
+def program_for(network: Network, options: OdeOptions, device=None) -> OdeProgram:
+    """The program of `network` (the same object: a Network is immutable) with these
+    options on this device: the one made last time if it is among the
+    PROGRAM_CACHE_SIZE kept, so that a loaded model run again (PEtab's stages, a
+    script's repeated runs) reuses its ODE view, generated kernels, compiled engines
+    and stiffness probes; else a new one. Kept programs hold their network and
+    device, so that neither id is reused while cached."""
+    key = (id(network), repr(sorted(asdict(options).items())), id(device))
+    with _programs_lock:
+        program = _programs.get(key)
+        if program is not None:
+            _programs.move_to_end(key)
+            return program
+    from sbmlgpu.views.ode import ode_system
+
+    program = OdeProgram(network, ode_system(network), options, device)
+    with _programs_lock:
+        program = _programs.setdefault(key, program)  # another thread's, if it was first
+        while len(_programs) > PROGRAM_CACHE_SIZE:
+            _programs.popitem(last=False)
+    return program
 
 
 def _first_member(batch: MemberBatch, engine) -> tuple[int, bool]:

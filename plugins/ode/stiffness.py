@@ -58,6 +58,17 @@ class _Probe:
         return self._reference
 
 
+def _probe_for(model: KernelModel, probes: dict | None) -> _Probe:
+    """The model's probe, kept in `probes` (what it depends on: the varied columns and
+    the constant values; not the outputs)."""
+    if probes is None:
+        return _Probe(model)
+    key = (model.varied, tuple(sorted(model.fixed_values.items())))
+    if key not in probes:
+        probes[key] = _Probe(model)
+    return probes[key]
+
+
 def _states_along(probe: _Probe, p_values: np.ndarray, t0: float, span: float,
                   x0: np.ndarray) -> list[tuple[float, np.ndarray]]:
     """(t, x) at the start and at ten points of the nominal trajectory (the CPU
@@ -122,15 +133,17 @@ def stiffness_index(model: KernelModel, p_values: np.ndarray, t0: float, span: f
 
 
 def choose_method(model: KernelModel, members: np.ndarray, t0: float,
-                  span: float) -> tuple[str, str]:
+                  span: float, probes: dict | None = None) -> tuple[str, str]:
     """(method, why) for --method auto; `members`: (k, varied) parameter sets to
-    probe (a wide ensemble holds stiff and non-stiff members: stiff if any is)."""
+    probe (a wide ensemble holds stiff and non-stiff members: stiff if any is).
+    `probes`: where the caller keeps the probes' shared pieces from run to run of
+    one model (the lambdified model and the reference's compiled model)."""
     members = np.atleast_2d(np.asarray(members, dtype=float))
     if members.shape[1] != len(model.varied):
         members = members.reshape(-1, len(model.varied))
     # stiff if any member is: probing stops at the first stiff one
     try:
-        probe = _Probe(model) if model.n_states else None
+        probe = _probe_for(model, probes) if model.n_states else None
     except Exception as exc:  # noqa: BLE001 - a heuristic: fall back to the robust method
         log.debug("stiffness check failed: %s", exc)
         return "rodas4", "the stiffness check could not evaluate the Jacobian: the stiff method"
