@@ -481,7 +481,7 @@ def run_in_child(folder: Path, args, argv: list[str]) -> dict:
             timed_out = True
         row = _read_row(target, {"model": folder.name, "stage": "start"})
     row["model_wall_s"] = time.perf_counter() - started
-    if timed_out:
+    if timed_out and row["stage"] != "done":  # (done, then killed on its way out: kept)
         row["error"] = (f"stopped at the model budget ({args.model_budget:g} s) in stage "
                         f"{row['stage']!r}")
     elif child.returncode != 0 or row.get("stage") != "done" and "error" not in row \

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 
 import logging
+import os
 import threading
 import time
 from collections import OrderedDict
@@ -42,6 +43,7 @@ from sbmlgpu.ode.model import KernelModel
 from sbmlgpu.ode.sinks import LAUNCH_ORDER
 from sbmlgpu.outputs import default_outputs
 from sbmlgpu.profile import phase
+from sbmlgpu.runtime.host import EXTRA_FLAGS_ENV
 from sbmlgpu.results import TimeCourseResult
 from sbmlgpu.schedule.ensemble import (BatchMemory, EnsembleJob, MemberBatch, MemberResults,
                                        Pilot, default_scheduler, run_ensemble)
@@ -278,8 +280,12 @@ def program_for(network: Network, options: OdeOptions, device=None) -> OdeProgra
     PROGRAM_CACHE_SIZE kept, so that a loaded model run again (PEtab's stages, a
     script's repeated runs) reuses its ODE view, generated kernels, compiled engines
     and stiffness probes; else a new one. Kept programs hold their network and
-    device, so that neither id is reused while cached."""
-    key = (id(network), repr(sorted(asdict(options).items())), id(device))
+    device, so that neither id is reused while cached; $SBMLGPU_EXTRA_CXXFLAGS is part
+    of the key (the CPU path's build)."""
+    # the host build's extra flags are read when an engine is built: a program kept
+    # from before they changed would run the other build
+    key = (id(network), repr(sorted(asdict(options).items())), id(device),
+           os.environ.get(EXTRA_FLAGS_ENV, ""))
     with _programs_lock:
         program = _programs.get(key)
         if program is not None:
