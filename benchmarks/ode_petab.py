@@ -2,27 +2,40 @@
 """Real models (the PEtab benchmark collection): GPU ensembles against libRoadRunner.
 
     python benchmarks/ode_petab.py [--models A,B] [--n 100000] [--cores 16] [--out DIR]
-                                   [--time-budget SECONDS] [--method auto]
+                                   [--time-budget S] [--model-budget S] [--objective-n N]
+                                   [--no-objective] [--method auto] [--cpu]
 
-For each model under ../shared/models/petab-benchmark (or --root):
+Every folder under ../shared/models/petab-benchmark (or --root; --models picks some),
+each in its own process, stopped after --model-budget seconds (everything included);
+its row then keeps the stages it finished and says in which it stopped, and a model
+that fails to load or compile is a row with its error, so that one model can neither
+crash the script nor eat the session. Per model:
 - the SBML model and its first simulation condition (numeric overrides; an override
   naming a parameter takes that parameter's nominal value), output times
   linspace(0, t_max, 51) with t_max the last measurement time of that condition;
-- 10^5 parameter sets (--n) within the PEtab bounds: estimated parameters uniform on
-  their parameterScale (sbmlgpu.ensemble.sample_petab, seed 0), the others nominal;
-- the `ode` backend on the GPU (method auto unless --method; rtol 1e-6, atol 1e-12,
-  libRoadRunner's defaults): wall time of the whole run (nvcc's build of the
-  ensemble's kernel cached beforehand by a 256-member run; code generation, the
-  stiffness check, the pilot, transfers included) and kernel time from the profiler,
-  trajectories/s, failures by status; and the same ensemble with --summary (mean,
-  sd and quantiles computed on the GPU, no time courses copied back);
-- libRoadRunner (CVODE) on --cores processes with the same tolerances, over as many of
-  the same parameter sets as fit in --time-budget seconds: trajectories/s (if
-  `roadrunner` imports; "not available" otherwise);
-- agreement at the nominal parameters: max over outputs of max |a - b| / max |b|,
-  GPU against libRoadRunner and against the CPU reference (sbmlgpu.reference).
+- --n parameter sets within the PEtab bounds: estimated parameters uniform on their
+  parameterScale (sbmlgpu.ensemble.sample_petab, seed 0), the others nominal;
+- compile: code generation, the nvcc build and a 256-member run of the same table
+  with the nominal set first (`compile_s`; member 0 gives the nominal agreement:
+  max over outputs of max |a - b| / max |b| against the CPU reference and
+  libRoadRunner); the method chosen (`--method auto` unless --method);
+- the `ode` backend on the GPU (rtol 1e-6, atol 1e-12, libRoadRunner's defaults):
+  wall time of the whole run (the stiffness check, the pilot, transfers, every time
+  course in host memory), the solver kernels' time from the profiler, failures by
+  status, the slowest member's steps and the longest launch (which bounds its time);
+  then the same ensemble with --summary (statistics on the GPU);
+- libRoadRunner (CVODE) on --cores processes with the same tolerances, over as many
+  of the same parameter sets as fit in --time-budget seconds (if `roadrunner`
+  imports; "not available" otherwise; --cores 0 skips it);
+- the PEtab objective (`sbmlgpu petab PROBLEM.yaml --ensemble N` in-process, N =
+  --objective-n or --n; every condition; on the GPU the likelihood is reduced there,
+  sbmlgpu.petab.objective), sets/s after a 64-set run that compiles it, against
+  libRoadRunner's trajectories/s divided by the problem's runs (an estimate: it
+  simulated the first condition only).
 Target (../shared/BENCHMARKS.md): >= 100x libRoadRunner on 16 cores. JSON to
-DIR/ode_petab.json (DIR: --out, else $OUT, else .), one line per model printed.
+DIR/ode_petab.json (DIR: --out, else $OUT, else .), rewritten after every model;
+one line per model printed. Without a GPU (or with --cpu) the same runs take the
+ode backend's CPU path.
 """
 
 from __future__ import annotations
@@ -80,7 +93,7 @@ def petab_problem(folder: Path) -> dict:
         values = spec.get(key) or []
         return folder / values[0] if values else None
 
-    return {"sbml": first("sbml_files"), "parameters": first("parameter_file"),
+    return {"yaml": yamls[0], "sbml": first("sbml_files"), "parameters": first("parameter_file"),
             "conditions": first("condition_files"), "measurements": first("measurement_files")}
 
 
@@ -231,18 +244,34 @@ def rel_error(a, b) -> float:
     return float(np.nanmax(np.abs(a - b) / scale))
 
 
-def run_model(folder: Path, args, device) -> dict:
+def status_counts(status) -> dict[str, int]:
+    """{status name: members} of the statuses that occur."""
+    from sbmlgpu.results import Status
+
+    codes, counts = np.unique(np.asarray(status, dtype=int), return_counts=True)
+    return {Status(int(c)).name: int(k) for c, k in zip(codes, counts)}
+
+
+def _seconds(spans, *names) -> dict[str, float]:
+    return {name: sum(sp.seconds for sp in spans if sp.name == name) for name in names}
+
+
+def run_model(folder: Path, args, device, save) -> dict:
+    """Every measurement of one model; `save(row, stage)` after each stage (the
+    parent keeps what a model that runs past its budget got done)."""
     import sbmlgpu
-    from sbmlgpu.api import execute
-    from sbmlgpu.plugins.ode.program import default_outputs
+    from sbmlgpu import plugin_manager
+    from sbmlgpu.api import execute, time_course
+    from sbmlgpu.outputs import default_outputs
     from sbmlgpu.reference import simulate
 
     problem = petab_problem(folder)
+    row = {"model": folder.name}
+    save(row, "load")
+    started = time.perf_counter()
     network = sbmlgpu.load(str(problem["sbml"]))
-    row = {"model": folder.name, "species": len(network.species),
-           "reactions": len(network.reactions)}
-    from sbmlgpu import plugin_manager
-
+    row.update({"species": len(network.species), "reactions": len(network.reactions),
+                "load_s": time.perf_counter() - started})
     refused = plugin_manager.backend("ode").supports(network)
     if refused:
         row["refused"] = "; ".join(f"{f} ({', '.join(ids[:3])})" for f, ids in refused)
@@ -252,155 +281,302 @@ def run_model(folder: Path, args, device) -> dict:
     times = np.linspace(0.0, t_end, POINTS)
     outputs = list(default_outputs(network))
     row.update({"condition": condition, "t_end": t_end, "varied": sum(
-        1 for v in sets.values() if np.ptp(v) > 0), "outputs": len(outputs)})
+        1 for v in sets.values() if np.ptp(v) > 0), "outputs": len(outputs), "n": args.n})
     options = {"method": args.method, "rtol": RTOL, "atol": ATOL}
     gpu_device = [device.index] if device is not None else "cpu"
 
-    # nominal: GPU vs CPU reference (and libRoadRunner below)
+    def run(parameters, summary=False):
+        task = time_course(times=times, parameters=parameters, summary=summary,
+                           progress=False)
+        return execute(network, task, "ode", options=options, device=gpu_device)
+
+    # compile: the ensemble's kernel (columns that do not vary become literals, so it
+    # differs from a one-member run's) on 256 members of the same table with the
+    # nominal set first, so that the timed run finds it in the cache and member 0
+    # gives the nominal agreement (libRoadRunner's model loading is not timed either)
+    save(row, "compile")
+    warm = {k: np.concatenate([np.asarray(nominal_sets[k], float), v[:255]])
+            for k, v in sets.items()}
     started = time.perf_counter()
-    nominal = execute(network, "ode", times=times, parameters=nominal_sets, options=options,
-                      device=gpu_device, progress=False)
-    row["compile_and_first_run_s"] = time.perf_counter() - started
+    first = run(warm)
+    row["compile_s"] = time.perf_counter() - started  # generation, nvcc, 256 members
+    row["method"] = first.result.metadata.get("method")
     ref = simulate(network, times, parameters={k: v[0] for k, v in nominal_sets.items()},
                    rtol=1e-10, atol=1e-14)
-    if ref.ok and nominal.result.ok.all():
-        row["nominal_vs_reference"] = rel_error(nominal.result.data[0], ref.evaluate(outputs))
+    if ref.ok and first.result.status[0] == 0:
+        row["nominal_vs_reference"] = rel_error(first.result.data[0], ref.evaluate(outputs))
     else:
-        row["nominal_vs_reference"] = f"reference {ref.status}, gpu {nominal.result.statuses()[0].name}"
+        row["nominal_vs_reference"] = (f"reference {ref.status}, ours "
+                                       f"{first.result.statuses()[0].name}")
 
-    # the ensemble's kernel differs from the nominal run's (columns that do not vary
-    # become literals): compile it on 256 members of the same table first, so that the
-    # timed run finds it in the cache (libRoadRunner's model loading is not timed either)
+    # the ensemble, every time course into host memory
+    save(row, "ensemble")
     started = time.perf_counter()
-    execute(network, "ode", times=times, parameters={k: v[:256] for k, v in sets.items()},
-            options=options, device=gpu_device, progress=False)
-    row["ensemble_compile_s"] = time.perf_counter() - started
-
-    # the ensemble
-    started = time.perf_counter()
-    outcome = execute(network, "ode", times=times, parameters=sets, options=options,
-                      device=gpu_device, progress=False)
+    outcome = run(sets)
     wall = time.perf_counter() - started
     result = outcome.result
-    kernel_ms = sum(r.ms for r in outcome.profiler.records
-                    if r.kernel.startswith("sbmlgpu_ode_")) if outcome.profiler else None
-    counts = np.bincount(result.status.astype(int), minlength=5)
+    meta = result.metadata
+    records = outcome.profiler.records if outcome.profiler else []
+    kernel_ms = sum(r.ms for r in records if r.kernel.startswith("sbmlgpu_ode_"))
     spans = outcome.profiler.spans if outcome.profiler else []
     row["gpu_wall_breakdown_s"] = {
-        "execute": wall,
-        "program_run": result.metadata.get("wall_seconds"),
+        "execute": wall, "program_run": meta.get("wall_seconds"),
         "batches": sum(sp.seconds for sp in spans if sp.name == "batch"),
         "compile": sum(sp.seconds for sp in spans if sp.category == "compile"),
-        **{name: sum(sp.seconds for sp in spans if sp.name == name)
-           for name in ("choose method", "generate kernel", "pilot", "allocate and upload",
-                        "download time courses")},
-        "kernels": (kernel_ms or 0.0) / 1e3,
-    }
-    if kernel_ms:
-        row["gpu_kernel_trajectories_per_s"] = args.n / (kernel_ms / 1e3)
-    row.update({"n": args.n, "gpu_wall_s": wall, "gpu_kernel_ms": kernel_ms,
-                "gpu_trajectories_per_s": args.n / wall,
-                "status_counts": {"ok": int(counts[0]), "max_steps": int(counts[1]),
-                                  "step_size_underflow": int(counts[2]),
-                                  "non_finite": int(counts[3]), "failed": int(counts[4])},
-                "method": result.metadata.get("method"),
-                "method_reason": result.metadata.get("method_reason"),
-                "steps_mean": result.metadata.get("steps_mean"),
-                "steps_max": result.metadata.get("steps_max"),
-                "bundling": result.metadata.get("bundling")})
+        **_seconds(spans, "choose method", "generate kernel", "pilot", "allocate and upload",
+                   "download time courses"),
+        "kernels": kernel_ms / 1e3}
+    row.update({
+        "gpu_wall_s": wall, "gpu_trajectories_per_s": args.n / wall,
+        "gpu_kernel_ms": kernel_ms or None,
+        "gpu_kernel_trajectories_per_s": args.n / (kernel_ms / 1e3) if kernel_ms else None,
+        "status_counts": status_counts(result.status),
+        "method": meta.get("method"), "method_reason": meta.get("method_reason"),
+        "bundling": meta.get("bundling"), "steps_mean": meta.get("steps_mean"),
+        # the slowest member: its steps; its time is bounded by the longest launch
+        # (a warp runs as long as its slowest member) and by any wall-time budget
+        "slowest_member": {"steps": meta.get("steps_max"),
+                           "longest_launch_s": max((r.ms for r in records
+                                                    if r.kernel.startswith("sbmlgpu_ode_")),
+                                                   default=0.0) / 1e3,
+                           **{k: v for k, v in meta.items()
+                              if k.startswith(("slowest", "budget", "wall_budget"))}}})
 
-    # the same ensemble as statistics (mean, sd, quantiles per output and time) computed
-    # on the GPU: the time courses never cross the bus (--summary)
+    # the same ensemble as statistics computed on the GPU (--summary)
+    save(row, "summary")
     started = time.perf_counter()
-    summarised = execute(network, "ode", times=times, parameters=sets, options=options,
-                         summary=True, device=gpu_device, progress=False)
+    summarised = execute(network, time_course(times=times, parameters=sets, summary=True,
+                                              progress=False),
+                         "ode", options=options, device=gpu_device)
     row["gpu_summary_wall_s"] = time.perf_counter() - started
     spans = summarised.profiler.spans if summarised.profiler else []
-    row["gpu_summary_breakdown_s"] = {
-        name: sum(sp.seconds for sp in spans if sp.name == name)
-        for name in ("batch", "choose method", "generate kernel", "pilot",
-                     "allocate and upload", "statistics")}
+    row["gpu_summary_breakdown_s"] = _seconds(spans, "batch", "choose method",
+                                              "generate kernel", "pilot",
+                                              "allocate and upload", "statistics")
     row["gpu_summary_trajectories_per_s"] = args.n / row["gpu_summary_wall_s"]
 
+    # libRoadRunner on --cores processes over the same sets, time-budgeted
+    save(row, "roadrunner")
     sbml_text = Path(problem["sbml"]).read_text()
     # libRoadRunner's selection "S" is an amount, "[S]" a concentration; ours are SBML
     # values, so species that are concentrations are selected as "[S]"
-    outputs = [f"[{o}]" if o in network.species_by_id and not network.species_value_is_amount(o)
-               else o for o in outputs]
+    rr_outputs = [f"[{o}]" if o in network.species_by_id
+                  and not network.species_value_is_amount(o) else o for o in outputs]
     ids = list(sets)
     table = np.column_stack([sets[k] for k in ids]) if ids else np.zeros((args.n, 0))
-    rr = roadrunner_rate(sbml_text, ids, table, t_end, outputs, args.cores, args.time_budget)
+    rr = roadrunner_rate(sbml_text, ids, table, t_end, rr_outputs, args.cores,
+                         args.time_budget) if args.cores > 0 else {
+        "available": False, "why": "--cores 0"}
     row["roadrunner"] = rr
     if rr.get("available"):
-        row["speedup_vs_roadrunner"] = row["gpu_trajectories_per_s"] / rr["trajectories_per_s"]
-        row["summary_speedup_vs_roadrunner"] = (row["gpu_summary_trajectories_per_s"]
-                                                / rr["trajectories_per_s"])
-        if "gpu_kernel_trajectories_per_s" in row:
-            row["kernel_speedup_vs_roadrunner"] = (row["gpu_kernel_trajectories_per_s"]
-                                                   / rr["trajectories_per_s"])
-        rr_nominal = roadrunner_nominal(sbml_text, nominal_sets, t_end, outputs)
-        if rr_nominal is not None:
-            row["nominal_vs_roadrunner"] = rel_error(nominal.result.data[0], rr_nominal)
+        rate = rr["trajectories_per_s"]
+        row["speedup_vs_roadrunner"] = row["gpu_trajectories_per_s"] / rate
+        row["summary_speedup_vs_roadrunner"] = row["gpu_summary_trajectories_per_s"] / rate
+        if row["gpu_kernel_trajectories_per_s"]:
+            row["kernel_speedup_vs_roadrunner"] = row["gpu_kernel_trajectories_per_s"] / rate
+        rr_nominal = roadrunner_nominal(sbml_text, nominal_sets, t_end, rr_outputs)
+        if rr_nominal is not None and first.result.status[0] == 0:
+            row["nominal_vs_roadrunner"] = rel_error(first.result.data[0], rr_nominal)
+
+    # the PEtab objective of the same number of sets, every condition of the problem
+    if args.objective:
+        save(row, "objective")
+        row["objective"] = objective_rate(problem["yaml"], args.objective_n or args.n,
+                                          gpu_device, rr)
     return row
 
 
+def objective_rate(yaml: Path, n: int, device, rr: dict) -> dict:
+    """`sbmlgpu petab --ensemble n` in-process: nllh and chi2 of n sampled sets over
+    every condition (on the GPU reduced there: kernels/objective.cu); compiled first
+    by a 64-set run. libRoadRunner's rate for it is estimated from its trajectories/s
+    on the first condition, divided by the problem's runs (conditions)."""
+    from sbmlgpu.petab import simulate_problem
+    from sbmlgpu.petab.simulate import Runs
+
+    out: dict = {"sets": n}
+    started = time.perf_counter()
+    warm = simulate_problem(yaml, ensemble=min(64, n), seed=1, device=device)
+    out["compile_s"] = time.perf_counter() - started
+    runs = Runs.of(warm.problem)
+    out["runs"] = len(runs.pairs)
+    started = time.perf_counter()
+    result = simulate_problem(yaml, ensemble=n, seed=0, device=device)
+    out["wall_s"] = time.perf_counter() - started
+    out["sets_per_s"] = n / out["wall_s"]
+    timed = runs.row_time_index >= 0
+    # the device reduced it when no simulated value at a finite time came back
+    out["reduced_on_device"] = bool(timed.any() and np.isnan(result.simulation[timed]).all())
+    out["status_counts"] = status_counts(result.status)
+    out["best_nllh"] = float(np.nanmin(np.where(result.status == 0, result.nll, np.nan))) \
+        if (result.status == 0).any() else None
+    if rr.get("available"):
+        rr_sets = rr["trajectories_per_s"] / max(len(runs.pairs), 1)
+        out["roadrunner_sets_per_s_estimate"] = rr_sets
+        out["speedup_vs_roadrunner_estimate"] = out["sets_per_s"] / rr_sets
+    return out
+
+
+# -- one model per process, within a time budget ------------------------------------------------
+def run_one(args) -> int:
+    """The child: one model (--one NAME), its row written to --row-out after every
+    stage, so that what it got done survives a kill at the budget."""
+    from sbmlgpu import runtime
+
+    devices = [] if args.cpu else runtime.get_devices()
+    device = devices[0] if devices else None
+    folder = Path(args.root) / args.one
+    target = Path(args.row_out)
+
+    def save(row, stage):
+        row["stage"] = stage
+        _write_atomically(target, row)
+
+    row: dict = {"model": folder.name}
+    try:
+        row = run_model(folder, args, device, save)
+        row["stage"] = "done"
+    except Exception as exc:  # noqa: BLE001 - the row says what failed and where
+        row = {**_read_row(target, row), "error": f"{type(exc).__name__}: {exc}",
+               "traceback": traceback.format_exc()[-2000:]}
+    _write_atomically(target, row)
+    return 0
+
+
+def _write_atomically(target: Path, row: dict) -> None:
+    """The row as JSON, whole or not at all (a kill at the budget may come at any time)."""
+    scratch = target.with_suffix(".part")
+    scratch.write_text(json.dumps(row, default=str))
+    os.replace(scratch, target)
+
+
+def _read_row(target: Path, default: dict) -> dict:
+    try:
+        return json.loads(target.read_text())
+    except (OSError, ValueError):
+        return dict(default)
+
+
+def run_in_child(folder: Path, args, argv: list[str]) -> dict:
+    """One model in a child process, killed (with the processes it started) after
+    --model-budget seconds: the row then holds the stages it finished and says in
+    which it stopped."""
+    import signal
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="ode-petab-") as scratch:
+        target = Path(scratch) / "row.json"
+        command = [sys.executable, str(Path(__file__).resolve()), *argv, "--one", folder.name,
+                   "--row-out", str(target)]
+        started = time.perf_counter()
+        child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                 start_new_session=True, text=True)
+        try:
+            log, _ = child.communicate(timeout=args.model_budget)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)
+            log, _ = child.communicate()
+            timed_out = True
+        row = _read_row(target, {"model": folder.name, "stage": "start"})
+    row["model_wall_s"] = time.perf_counter() - started
+    if timed_out and row["stage"] != "done":  # (done, then killed on its way out: kept)
+        row["error"] = (f"stopped at the model budget ({args.model_budget:g} s) in stage "
+                        f"{row['stage']!r}")
+    elif child.returncode != 0 or row.get("stage") != "done" and "error" not in row \
+            and "refused" not in row:
+        row["error"] = f"the model's process exited with {child.returncode}: " + \
+            (log or "").strip()[-600:]
+    return row
+
+
+def _fmt(v, f) -> str:
+    if v is None:
+        return "n/a"
+    return format(v, f) if isinstance(v, (int, float)) and not isinstance(v, bool) \
+        else str(v)[:9]
+
+
+def print_row(row: dict) -> None:
+    if "refused" in row or ("error" in row and "gpu_trajectories_per_s" not in row):
+        print(f"{row['model']:<38} {row.get('error') or 'refused: ' + row['refused']}",
+              flush=True)
+        return
+    rr = row.get("roadrunner", {})
+    objective = row.get("objective", {})
+    failed = sum(v for k, v in row.get("status_counts", {}).items() if k != "ok")
+    print(f"{row['model']:<38}{_fmt(row.get('compile_s'), '.1f'):>8}{str(row.get('method')):>8}"
+          f"{_fmt(row.get('gpu_trajectories_per_s'), '.0f'):>11}"
+          f"{_fmt(row.get('gpu_summary_trajectories_per_s'), '.0f'):>11}"
+          f"{_fmt(objective.get('sets_per_s', 'n/a'), '.0f'):>11}"
+          f"{_fmt(row.get('gpu_kernel_trajectories_per_s'), '.0f'):>11}"
+          f"{_fmt(rr.get('trajectories_per_s', 'n/a'), '.1f'):>10}"
+          f"{_fmt(row.get('speedup_vs_roadrunner', 'n/a'), '.0f'):>7}"
+          f"{_fmt(row.get('summary_speedup_vs_roadrunner', 'n/a'), '.0f'):>7}"
+          f"{_fmt(objective.get('speedup_vs_roadrunner_estimate', 'n/a'), '.0f'):>7}"
+          f"{_fmt(row.get('kernel_speedup_vs_roadrunner', 'n/a'), '.0f'):>7}"
+          f"{_fmt(row.get('slowest_member', {}).get('steps'), 'd'):>10}  {failed}"
+          + (f"  [{row['error']}]" if "error" in row else ""), flush=True)
+
+
 def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--root", default=str(DEFAULT_ROOT))
-    parser.add_argument("--models", default=None, help="comma-separated folder names")
+    parser.add_argument("--models", default=None, help="comma-separated folder names "
+                                                       "[default: every folder]")
     parser.add_argument("--n", type=int, default=100_000)
-    parser.add_argument("--cores", type=int, default=min(16, os.cpu_count() or 1))
+    parser.add_argument("--cores", type=int, default=min(16, os.cpu_count() or 1),
+                        help="libRoadRunner processes (0: skip libRoadRunner)")
     parser.add_argument("--time-budget", type=float, default=15.0,
                         help="seconds of libRoadRunner work per model (rate measurement)")
+    parser.add_argument("--model-budget", type=float, default=120.0,
+                        help="wall seconds per model, everything included; a model past it "
+                             "is stopped and its row keeps the stages it finished")
+    parser.add_argument("--no-objective", dest="objective", action="store_false",
+                        help="skip the PEtab objective (sbmlgpu petab --ensemble N)")
+    parser.add_argument("--objective-n", type=int, default=None,
+                        help="parameter sets of the objective run [default: --n]")
     parser.add_argument("--method", default="auto")
+    parser.add_argument("--cpu", action="store_true", help="the CPU path even with a GPU")
     parser.add_argument("--out", default=os.environ.get("OUT", "."))
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # the child: one model
+    parser.add_argument("--row-out", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.one:
+        return run_one(args)
 
     from sbmlgpu import runtime
 
-    devices = runtime.get_devices()
+    devices = [] if args.cpu else runtime.get_devices()
     device = devices[0] if devices else None
     if device is None:
-        print(f"no GPU ({runtime.no_gpu_reason()}): running the CPU path", file=sys.stderr)
+        print("running the CPU path" + ("" if args.cpu else f" (no GPU: "
+                                        f"{runtime.no_gpu_reason()})"), file=sys.stderr)
     root = Path(args.root)
     folders = sorted(p for p in root.iterdir() if p.is_dir())
     if args.models:
         wanted = set(args.models.split(","))
+        missing = wanted - {f.name for f in folders}
+        if missing:
+            parser.error(f"no model folder {', '.join(sorted(missing))} in {root}")
         folders = [f for f in folders if f.name in wanted]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     report = {"benchmark": "ode_petab", "date": datetime.now(timezone.utc).isoformat(),
               "device": device.properties.name if device else "cpu", "n": args.n,
-              "cores": args.cores, "rtol": RTOL, "atol": ATOL, "command": " ".join(sys.argv),
-              "models": []}
-    print(f"{'model':<38}{'method':>8}{'GPU traj/s':>12}{'RR traj/s':>11}{'speedup':>9}"
-          f"{'summary':>8}{'kernel':>8}{'vs RR':>10}{'vs ref':>10}  failed")
+              "cores": args.cores, "rtol": RTOL, "atol": ATOL,
+              "command": " ".join([sys.argv[0], *argv]), "models": []}
+    print(f"{'model':<38}{'compile':>8}{'method':>8}{'whole/s':>11}{'summary/s':>11}"
+          f"{'objective':>11}{'kernel/s':>11}{'RR traj/s':>10}{'×whole':>7}{'×summ':>7}"
+          f"{'×obj':>7}{'×kern':>7}{'max steps':>10}  failed")
     for folder in folders:
-        try:
-            row = run_model(folder, args, device)
-        except Exception as exc:  # noqa: BLE001 - report and go on with the next model
-            row = {"model": folder.name, "error": f"{type(exc).__name__}: {exc}",
-                   "traceback": traceback.format_exc()[-2000:]}
+        row = run_in_child(folder, args, argv)
         report["models"].append(row)
         (out / "ode_petab.json").write_text(json.dumps(report, indent=1, default=str))
-        if "error" in row or "refused" in row:
-            print(f"{row['model']:<38} {row.get('error') or 'refused: ' + row['refused']}",
-                  flush=True)
-            continue
-        rr = row["roadrunner"]
-        failed = args.n - row["status_counts"]["ok"]
-
-        def fmt(v, f):
-            return format(v, f) if isinstance(v, (int, float)) else str(v)[:9]
-
-        print(f"{row['model']:<38}{row['method']:>8}{row['gpu_trajectories_per_s']:>12.0f}"
-              f"{fmt(rr.get('trajectories_per_s', 'n/a'), '.1f'):>11}"
-              f"{fmt(row.get('speedup_vs_roadrunner', 'n/a'), '.0f'):>9}"
-              f"{fmt(row.get('summary_speedup_vs_roadrunner', 'n/a'), '.0f'):>8}"
-              f"{fmt(row.get('kernel_speedup_vs_roadrunner', 'n/a'), '.0f'):>8}"
-              f"{fmt(row.get('nominal_vs_roadrunner', 'n/a'), '.1e'):>10}"
-              f"{fmt(row['nominal_vs_reference'], '.1e'):>10}  {failed}", flush=True)
+        print_row(row)
     print(f"wrote {out / 'ode_petab.json'}")
     return 0
 

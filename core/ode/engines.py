@@ -24,7 +24,7 @@ ctypes signature live with the backend's CPU path).
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -52,6 +52,8 @@ class BatchOutput:
     out: np.ndarray | None  # (b, times, outputs) (maybe a strided view), or None with stats
     stats: EnsembleStats | None = None
     kernel_ms: float = 0.0
+    #: per-member numbers of a reduction on the device (`reduce`), launch order
+    reduced: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,9 @@ class GpuEngine:
     """Compiles the kernel once per device; runs batches there."""
 
     name = "gpu"
+    #: with members and first_member m, a launch of members m..m+b-1 writes them in
+    #: member order (sinks.TrajectorySink); LAUNCH_ORDER keeps launch order
+    writes_member_order = True
 
     def __init__(self, source: KernelSource, fast_math: bool):
         self.source = source
@@ -121,10 +126,13 @@ class GpuEngine:
     def run(self, device, table: np.ndarray, times: np.ndarray, n_outputs: int,
             config: LaunchConfig, members: np.ndarray | None = None, first_member: int = 0,
             histogram: BinGrid | None = None, profiler=None,
-            destination: np.ndarray | None = None) -> BatchOutput:
+            destination: np.ndarray | None = None, reduce=None) -> BatchOutput:
         """`destination`: where the time courses go, (b, times, outputs) C-contiguous
         of the engine's dtype (else a new array). `histogram`: reduce the batch to its
-        statistics, binned over this grid, instead (`--summary`)."""
+        statistics, binned over this grid, instead (`--summary`). `reduce`: a
+        per-member reduction run on the time courses where they lie instead
+        (`reduce.launch(...)` -> {name: (b,) array}, e.g.
+        sbmlgpu.petab.objective.ObjectiveReduction); out is then (b, times, 0)."""
         kernel = self.kernel(device)
         b = int(table.shape[1])
         real = self.real
@@ -167,6 +175,13 @@ class GpuEngine:
                                        precision=self.source.precision, start_s=start,
                                        members=b, steps=total_steps,
                                        method=self.source.method)
+            if reduce is not None:
+                with phase(profiler, "reduce members", device=device):
+                    reduced = reduce.launch(device, out_buf, status_buf, members_arg,
+                                            first_member, b, n_outputs, self.source.precision,
+                                            keep, profiler)
+                return BatchOutput(status, steps, np.zeros((b, len(times), 0), real), None,
+                                   timing.ms, reduced)
             if histogram is None:
                 out = member_major(device, out_buf, b, (len(times), n_outputs), real,
                                    profiler=profiler, destination=destination)
@@ -214,6 +229,7 @@ class HostEngine:
     `kernel.dtype` is its real type."""
 
     name = "native"
+    writes_member_order = True  # the same kernel text: as GpuEngine
 
     def __init__(self, source: KernelSource, kernel):
         self.source = source

@@ -10,7 +10,10 @@ keeps between output times (`locals`, C declarations; empty for most sinks). The
 entry points are named `<entry>_<method>` (CUDA) and `<entry>_host` (host build).
 
 - TrajectorySink: the values, out[(k * n_outputs + j) * n + i] (coalesced); the
-  engines (engines.py) turn them into (members, times, outputs).
+  engines (engines.py) turn them into (members, times, outputs). In a bundled launch
+  of a contiguous range of members, the column is the member's place in that range
+  instead (first_member: the range's first member; LAUNCH_ORDER: launch order), so
+  that the rows come out in member order without a scatter on the host.
 - The on-GPU summary (summary.py, templates/summary.cu) reduces the trajectory
   sink's device buffer where it lies, so that time courses never cross the bus.
 - BinSink: each value's bin index among K equal bins of a per-output range, as
@@ -27,6 +30,8 @@ import numpy as np
 from ..errors import OptionError
 
 MAX_BINS = 65535  # the largest K whose indices and invalid mark fit 16 bits
+#: first_member of a bundled launch that writes in launch order (ODE_LAUNCH_ORDER)
+LAUNCH_ORDER = 2**64 - 1
 
 
 @dataclass(frozen=True)
@@ -36,7 +41,7 @@ class TrajectorySink:
     template = "sbmlgpu.ode:sink_trajectory.cuh"
     entry = "sbmlgpu_ode"
     params = "real_t* __restrict__ out"
-    make = "ode_trajectory_sink(out, i, n)"
+    make = "ode_trajectory_sink(out, ode_sink_column(i, members, member, first_member), n)"
     locals = ""  # no per-member state between output times
 
     def nbytes(self, n_members: int, n_times: int, n_outputs: int, itemsize: int) -> int:

@@ -13,6 +13,7 @@ import numpy as np
 from ..errors import OptionError
 from ..results.status import Status
 from .likelihood import terms
+from .objective import ObjectiveReduction
 from .observables import Formulas
 from .problem import PetabProblem, load_problem
 from .simulate import PETAB_CODES, Runs, Simulation
@@ -113,8 +114,12 @@ def simulate_problem(problem, *, ensemble: int | None = None, parameters=None,
     n = set_count(sets)
     formulas = Formulas(p)
     runs = Runs.of(p)
+    # an ensemble's objective is reduced on the GPU where the ode backend runs there
+    # (no time courses come back); one member keeps its simulation table
+    objective = (lambda outputs: ObjectiveReduction.build(formulas, runs, sets, n, outputs)) \
+        if n > 1 and backend == "ode" else None
     simulated = Simulation(p, sets, n, backend=backend, device=device,
-                           options=options).run(runs, formulas.model_ids)
+                           options=options).run(runs, formulas.model_ids, objective)
     sim, sigma = formulas.evaluate(simulated.values, sets, n)
 
     meas = p.measurements
@@ -125,8 +130,12 @@ def simulate_problem(problem, *, ensemble: int | None = None, parameters=None,
     nll_rows, chi2_rows = terms(meas["measurement"].to_numpy(float), sim, sigma,
                                 scale.astype(str), dist.astype(str))
     status, messages = _member_status(simulated, runs, n)
-    nll = nll_rows.sum(axis=0)
-    chi2 = chi2_rows.sum(axis=0)
+    if simulated.reduced is None:
+        nll, chi2 = nll_rows.sum(axis=0), chi2_rows.sum(axis=0)
+    else:  # the rows at finite times were scored on the device; t = inf rows here
+        at_inf = runs.row_time_index < 0
+        nll = simulated.reduced[0] + nll_rows[at_inf].sum(axis=0)
+        chi2 = simulated.reduced[1] + chi2_rows[at_inf].sum(axis=0)
     bad = (status == int(Status.ok)) & ~(np.isfinite(nll) & np.isfinite(chi2))
     status[bad] = int(NON_FINITE_OBJECTIVE)
     for j in np.flatnonzero(bad):

@@ -80,6 +80,9 @@ class Simulated:
     values: dict[str, np.ndarray]
     status: np.ndarray
     messages: dict[tuple[int, int], str] = field(default_factory=dict)
+    #: with an objective reduced on the device: (nll, chi2) per set summed over the
+    #: rows at finite times, whose `values` are then not filled (NaN)
+    reduced: tuple[np.ndarray, np.ndarray] | None = None
 
 
 class Simulation:
@@ -96,10 +99,10 @@ class Simulation:
         self.backend, self.device, self.options = backend, device, options
 
     # -- one ensemble ---------------------------------------------------------------------
-    def time_course(self, p: np.ndarray, x0: np.ndarray, times: np.ndarray):
+    def time_course(self, p: np.ndarray, x0: np.ndarray, times: np.ndarray, reduce=None):
         """The explicit model from x0 with parameters p (original view's vectors).
         Every stage varies the same columns and reports the same outputs (set by
-        `run`), so that all stages run one compiled kernel."""
+        `run`), so that all stages run one compiled kernel. `reduce`: see run."""
         from ..api import execute
         from ..tasks import TimeCourse
 
@@ -107,7 +110,7 @@ class Simulation:
         columns = {sid: x0[i] for sid, i in ev.x_index.items()}
         columns.update({pid: p[ev.p_index[pid]] for pid in self.varied})
         task = TimeCourse(times=times, parameters=columns, outputs=self.outputs or None,
-                          progress=False)
+                          reduce=reduce, progress=False)
         return execute(self.explicit, task, self.backend, options=self.options,
                        device=self.device).result
 
@@ -153,7 +156,10 @@ class Simulation:
         return x, status, messages
 
     # -- the problem ------------------------------------------------------------------------
-    def run(self, runs: Runs, ids: list[str]) -> Simulated:
+    def run(self, runs: Runs, ids: list[str], objective=None) -> Simulated:
+        """`objective(outputs)`: makes the objective.ObjectiveReduction of the time
+        courses' outputs; where the backend reduces on its device, the rows at
+        finite times are scored there (Simulated.reduced) and never copied back."""
         n, ev, cond = self.n, self.ev, self.conditions
         n_runs = len(runs.pairs)
         status = np.zeros((n_runs, n), np.int8)
@@ -191,11 +197,15 @@ class Simulation:
         values = {sid: np.full((len(runs.row_run), n), np.nan) for sid in ids}
         members = runs.row_run[:, None] * n + np.arange(n)[None, :]
         timed = runs.row_time_index >= 0
+        reduced = None
         if timed.any():
-            result = self.time_course(p, x0, runs.times)
+            reduce = objective(self.outputs) if objective is not None else None
+            result = self.time_course(p, x0, runs.times, reduce)
             record(list(range(n_runs)), result.status,
                    {i: result.messages.get(i, "") for i in range(n_runs * n)})
-            for sid in ids:
+            if "reduced" in result.metadata:
+                reduced = reduce.per_set(*(result.metadata["reduced"][k] for k in reduce.names))
+            for sid in ids if reduced is None else ():
                 column = result[sid]  # (M, T)
                 values[sid][timed] = column[members[timed],
                                             runs.row_time_index[timed][:, None]]
@@ -210,4 +220,4 @@ class Simulation:
                 k = slot[int(runs.row_run[r])]
                 for q, sid in enumerate(ids):
                     values[sid][r] = at[q, k * n:(k + 1) * n]
-        return Simulated(values, status, messages)
+        return Simulated(values, status, messages, reduced)

@@ -18,7 +18,9 @@ rest, the same way for every backend:
 3. combine or spill: full time courses go into one float64 (members, times,
    outputs) array, in memory or a memory-mapped file above the backend's limit
    (spill.py). A batch of consecutive members is handed its rows (`rows`) so that
-   an engine can write them in place; bundled batches are scattered by member;
+   an engine can write them in place; so is a bundled batch whose members form a
+   contiguous range (one batch of the whole ensemble), which the engine writes in
+   member order; other bundled batches are scattered by member;
    under MPI the batches' data travel to rank 0, which places them. With a summary,
    each batch is reduced where it ran (the backend's device statistics) or folded
    on the host (`SummaryRules.fold`), and the partials merge in member order.
@@ -86,7 +88,9 @@ class MemberBatch:
     start: int  # positions in launch order
     stop: int
     members: np.ndarray | None  # the member at each position; None: start..stop-1
-    rows: np.ndarray | None = None  # float64 rows of the result to write into, if given
+    # rows of the result to write into, if given: members start..stop-1, or with
+    # `members` the rows of members.min() .. members.max(), in member order
+    rows: np.ndarray | None = None
     summary: SummaryTarget | None = None  # reduce with these, when the engine can
     pilot: bool = False
 
@@ -191,7 +195,11 @@ class _Run:
             start, stop = offset + a, offset + b
             members = order[start:stop] if order is not None else None
             local = data is not None and not self.distributed
-            rows = data[start:stop] if local and order is None else None
+            # a bundled batch that holds a contiguous range of members (one batch of
+            # the whole ensemble) gets their rows too: the engine writes them in
+            # member order, and no scatter by member remains
+            first = start if members is None else _first_of_range(members)
+            rows = data[first:first + stop - start] if local and first is not None else None
             out = job.run_batch(device, MemberBatch(start, stop, members, rows,
                                                     None if time_courses else target))
             self._check(out, stop - start)
@@ -201,7 +209,7 @@ class _Run:
                     piece.stats = job.summary.fold(out.data, out.status, target.grid)
             elif self.distributed:
                 piece.data = np.asarray(out.data)  # travels to rank 0
-            elif order is not None:
+            elif rows is None:
                 data[members] = out.data
             elif out.data is not rows:
                 rows[...] = out.data
@@ -295,6 +303,15 @@ class _Run:
             if len(value) != size:
                 raise RuntimeError(f"a batch of {size} members returned {len(value)} "
                                    f"values of {key!r}")
+
+
+def _first_of_range(members: np.ndarray) -> int | None:
+    """m when `members` are m, m+1, ..., m+len-1 in some order (distinct, as a slice of
+    a permutation is), else None."""
+    if not len(members):
+        return None
+    first = int(members.min())
+    return first if int(members.max()) - first == len(members) - 1 else None
 
 
 def _concat(arrays, dtype) -> np.ndarray:

@@ -81,6 +81,12 @@ class TimeCourse(Task):
         parse=id_list, metavar="IDS")
     summary: bool = setting(False, "keep the ensemble mean, sd and quantiles (over members "
                                    "that succeeded) instead of every trajectory")
+    #: a per-member reduction of the time courses where they are computed, instead of
+    #: the time courses (the ode backend on a GPU; e.g. sbmlgpu.petab.objective's);
+    #: a backend that cannot returns the time courses, and its result's metadata has
+    #: no "reduced"
+    reduce: Any = field(default=None, repr=False, compare=False,
+                        metadata={"cli": False, "help": "", "internal": True})
     #: {id: the option that gave its values} (--sample, ...), for error messages
     sources: dict[str, str] = field(default_factory=dict, init=False, repr=False,
                                     metadata={"cli": False, "help": "", "internal": True})

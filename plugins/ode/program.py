@@ -8,11 +8,14 @@
    outputs fix the histogram ranges of the on-device quantiles.
 3. The ensemble runs through the scheduler's batch planner (memory per member: its
    table column, its outputs, status and steps), in bundled order if bundling is on;
-   results go back to the original order. Full time courses are written batch by
-   batch into the result array, a memory-mapped file when larger than
-   `--spill-bytes`; with `--summary` each batch is reduced where it ran. Members past
-   the first pass's step budget run again in a second pass (passes.py); the
-   launch's limits per member are limits.py's.
+   results go back to the original order (a bundled batch of a contiguous range of
+   members, e.g. the whole ensemble in one batch, is written in member order by the
+   kernel itself: `_first_member`). Full time courses are written batch by batch
+   into the result array, a memory-mapped file when larger than `--spill-bytes`;
+   with `--summary` each batch is reduced where it ran; with `TimeCourse.reduce`
+   (the PEtab objective) each batch is reduced to a few numbers per member on the
+   GPU and no time courses are kept. Members past the first pass's step budget run
+   again in a second pass (passes.py); the launch's limits per member are limits.py's.
 4. The Result: time courses or summary, one status per member, metadata (method,
    engine, bundling, steps, tolerances).
 """
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 
 import logging
+import threading
 import time
 from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Any
@@ -33,6 +37,7 @@ from sbmlgpu.ensemble_summary import OVER_OK_MEMBERS
 from sbmlgpu.errors import OptionError
 from sbmlgpu.ode.engines import BatchOutput, GpuEngine, LaunchConfig, bytes_per_member
 from sbmlgpu.ode.kernel_source import DEFAULT_HISTORY_NODES, KernelSource
+from sbmlgpu.ode.sinks import LAUNCH_ORDER
 from sbmlgpu.outputs import default_outputs
 from sbmlgpu.profile import phase
 from sbmlgpu.results import TimeCourseResult
@@ -76,6 +81,10 @@ class OdeProgram(Program):
         #: per (varied, outputs, constants): the kernel model; per parameter values
         #: too: the method check's answer (plugins/ode/specialised.py)
         self.specialised = SpecialisationCache(auto_method=options.method == "auto")
+        # kept from run to run of this program (core's compiled_program keeps it per
+        # loaded model): the stiffness check's probes (lambdified model, reference)
+        self._probes: dict = {}
+        self._run_lock = threading.Lock()  # one run at a time of a shared program
         self.last_run: dict[str, Any] = {}
 
     # -- sources ----------------------------------------------------------------
@@ -114,10 +123,17 @@ class OdeProgram(Program):
 
                 engine = cpu_engine(source, model, method, self.options)
             self._engines[key] = (source, engine)
-        return self._engines[key]
+        source, engine = self._engines[key]
+        self._sources[source.name] = source.text  # this run's kernel, also when reused
+        return source, engine
 
     # -- run --------------------------------------------------------------------
     def run(self, task: TimeCourse, scheduler=None, profiler=None) -> TimeCourseResult:
+        with self._run_lock:
+            self._sources = {}  # `sources`: the kernels of this run
+            return self._run(task, scheduler, profiler)
+
+    def _run(self, task: TimeCourse, scheduler, profiler) -> TimeCourseResult:
         started = time.perf_counter()
         o = self.options
         outputs = self._outputs(task)
@@ -145,6 +161,9 @@ class OdeProgram(Program):
                                                                   else []))
         self._compile_everywhere(engine, devices, profiler)
         on_device = isinstance(engine, GpuEngine)
+        # a per-member reduction of the time courses where they lie (the PEtab
+        # objective): on the GPU only; the host returns the time courses as before
+        reduce = task.reduce if on_device and not task.summary else None
 
         def batch_runner(launch: LaunchConfig):
             return lambda device, batch: run_batch(device, batch, launch)
@@ -152,16 +171,21 @@ class OdeProgram(Program):
         def run_batch(device, batch: MemberBatch, launch: LaunchConfig) -> MemberResults:
             device = device if device is not None else self.device
             ids = batch.members.astype(np.uint64) if batch.members is not None else None
+            first, scatter = _first_member(batch, engine)
             # the GPU reduces a summary's batches where they ran; the host's time
             # courses are folded by the runner
-            reduce = {"histogram": batch.summary.grid} if batch.summary is not None \
-                and on_device else {}
+            where = {"histogram": batch.summary.grid} if batch.summary is not None \
+                and on_device else {"reduce": reduce} if reduce is not None else {}
             out: BatchOutput = engine.run(device, batch.take(table), times, len(outputs),
-                                          launch, ids, first_member=batch.start,
-                                          profiler=profiler, destination=batch.rows,
-                                          **reduce)
-            return MemberResults(out.status, out.out, out.stats, {"steps": out.steps},
-                                 out.kernel_ms)
+                                          launch, ids, first_member=first,
+                                          profiler=profiler,
+                                          destination=None if scatter else batch.rows,
+                                          **where)
+            if scatter:  # an engine without member order, given the rows of a bundle
+                batch.rows[batch.members - batch.members.min()] = out.out
+                out.out = batch.rows
+            return MemberResults(out.status, out.out, out.stats,
+                                 {"steps": out.steps, **out.reduced}, out.kernel_ms)
 
         # pilot: bundling and the ranges of the on-device quantile histograms
         reason = bundling.should_bundle(o.bundling, method, n, len(varied), o.pilot_size)
@@ -180,7 +204,8 @@ class OdeProgram(Program):
 
         def memory(time_courses: bool, bundled: bool) -> BatchMemory:
             per_member = bytes_per_member(len(varied), len(times), len(outputs), itemsize,
-                                          bundled, time_courses=time_courses)
+                                          bundled, time_courses=time_courses and reduce is None) \
+                + (8 * len(reduce.names) if reduce is not None else 0)
             fixed = (0 if time_courses else cols * (6 * 8 + 4 * o.quantile_bins + 16)) \
                 + len(times) * itemsize
             return BatchMemory(per_member, fixed, WARP if bundled else 1)
@@ -188,7 +213,8 @@ class OdeProgram(Program):
         pilot = reason is None or task.summary
         first_pass = replace(config, max_steps=budget.first_pass_steps)
         job = EnsembleJob(
-            n, (len(times), len(outputs)), batch_runner(first_pass), memory,
+            n, (len(times), 0 if reduce is not None else len(outputs)),
+            batch_runner(first_pass), memory,
             summary=OVER_OK_MEMBERS if task.summary else None, bins=o.quantile_bins,
             pilot=Pilot.sample(bundling.pilot(n, o.pilot_size, task.seed)) if pilot else None,
             order=order if reason is None else None,
@@ -220,17 +246,22 @@ class OdeProgram(Program):
         }
         if outcome.spill_note:
             self.last_run["data"] = outcome.spill_note
+        # the reduction's numbers per member, original order (no time courses then)
+        reduced = {"reduced": {name: outcome.extras[name] for name in reduce.names}} \
+            if reduce is not None else {}
         self.last_steps = steps  # per member, original order
         # launch order (bundled), None when unbundled
         self.last_order = outcome.permutation.order if outcome.permutation is not None else None
         metadata = {"backend": "ode", "device": ", ".join(
             d.properties.name for d in devices) if devices else f"cpu ({engine.name})",
-            "options": asdict(o), **self.last_run}
-        return TimeCourseResult(times=times, ids=outputs, data=outcome.data,
+            "options": asdict(o), **self.last_run, **reduced}
+        return TimeCourseResult(times=times, ids=outputs,
+                                data=None if reduce is not None else outcome.data,
                                 status=outcome.status, summary=outcome.summary,
                                 metadata=metadata, messages=failures.messages(
                                     outcome.status, times,
-                                    None if task.summary else outcome.data,
+                                    None if task.summary or reduce is not None
+                                    else outcome.data,
                                     draws=spec.draws, delays=spec.delays, fast=spec.fast))
 
     # -- helpers ----------------------------------------------------------------
@@ -282,7 +313,7 @@ class OdeProgram(Program):
         # the CPU path screens many members at their initial state first (stiffness.py)
         screen = screen_members(table) if self.device is None else None
         return choose_method(model, _probe_members(table), float(times[0]),
-                             float(times[-1] - times[0]), screen=screen)
+                             float(times[-1] - times[0]), screen=screen, probes=self._probes)
 
     def _compile_everywhere(self, engine, devices, profiler) -> None:
         if not isinstance(engine, GpuEngine):
@@ -293,6 +324,26 @@ class OdeProgram(Program):
                     engine.kernel(device)
             else:
                 engine.kernel(device)
+
+
+def _first_member(batch: MemberBatch, engine) -> tuple[int, bool]:
+    """(first_member of the launch, whether the rows of a bundled batch must be put
+    in member order here). The runner hands a bundled batch the rows of its members
+    when they are a contiguous range (sbmlgpu.schedule.ensemble): the kernel then
+    writes in member order from the range's first member; other bundled batches, and
+    engines that cannot, run in launch order."""
+    if batch.members is None:
+        return batch.start, False
+    if batch.rows is None or not len(batch.members):
+        return LAUNCH_ORDER, False
+    low, high = int(batch.members.min()), int(batch.members.max())
+    if high - low + 1 != len(batch.members):
+        # not a range: rows given in launch order (the second pass over the members
+        # past --pass-steps, passes.py), written so by the kernel
+        return LAUNCH_ORDER, False
+    if getattr(engine, "writes_member_order", False):
+        return low, False
+    return LAUNCH_ORDER, True
 
 
 def _is_constant(column) -> bool:

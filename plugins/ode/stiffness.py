@@ -13,8 +13,9 @@ the BioModels we ship, dopri5 at rtol 1e-9 was faster (CPU path) than rodas4 up 
 an index of ~3e5 (BIOMD0000000035), while a Robertson-type problem (> 1e6) needs
 rodas4.
 
-The Jacobian is looked at along one trajectory (the CPU reference at the median
-parameters, loose tolerances, eleven points over the span): a model can be stiff
+The Jacobian is looked at along one trajectory (the model's right-hand side under
+scipy's LSODA, or the CPU reference where the model has events or switches, at the
+median parameters, loose tolerances, eleven points over the span): a model can be stiff
 only after t0, as Robertson's reaction is; for an ensemble, at the median member and
 seven random ones, stiff if any of them is (bounds of a prior can span decades,
 and stiff members cost an explicit method millions of steps). `--method` overrides
@@ -37,6 +38,7 @@ from __future__ import annotations
 import logging
 
 import numpy as np
+import sympy as sp
 
 from sbmlgpu.ode.model import KernelModel
 
@@ -48,6 +50,11 @@ STIFF_SPAN_EIGENVALUE = 1e5
 SCREEN_MEMBERS = 2048
 #: members per batched eigenvalue call of the screen (it stops at the first stiff chunk)
 SCREEN_CHUNK = 256
+#: LSODA steps a smooth model's probe trajectory may take (else: the reference's)
+SMOOTH_MAX_STEPS = 5000
+#: functions whose jumps LSODA cannot step over (the reference locates them)
+_JUMPS = (sp.ceiling, sp.floor, sp.Piecewise, sp.Heaviside, sp.sign, sp.Mod, sp.Min,
+          sp.Max, sp.Abs, sp.frac)
 
 
 class _Probe:
@@ -73,12 +80,27 @@ class _Probe:
         return self._reference
 
 
+def _probe_for(model: KernelModel, probes: dict | None) -> _Probe:
+    """The model's probe, kept in `probes` (what it depends on: the varied columns and
+    the constant values; not the outputs)."""
+    if probes is None:
+        return _Probe(model)
+    key = (model.varied, tuple(sorted(model.fixed_values.items())))
+    if key not in probes:
+        probes[key] = _Probe(model)
+    return probes[key]
+
+
 def _states_along(probe: _Probe, p_values: np.ndarray, t0: float, span: float,
                   x0: np.ndarray) -> list[tuple[float, np.ndarray]]:
     """(t, x) at the start and at ten points of the nominal trajectory (the CPU
     reference, loose tolerances): a model can turn stiff right after t0 (Robertson's
     reaction is not stiff at its initial state)."""
     points = [(t0, x0)]
+    if span > 0 and _is_smooth(probe.model):
+        smooth = _smooth_states(probe, p_values, t0, span, x0)
+        if smooth is not None:
+            return points + smooth
     compiled = probe.reference() if span > 0 else None
     if compiled is None:
         if probe._reference_error is not None:
@@ -100,6 +122,70 @@ def _states_along(probe: _Probe, p_values: np.ndarray, t0: float, span: float,
     return points
 
 
+def _smooth_states(probe: _Probe, p_values: np.ndarray, t0: float, span: float,
+                   x0: np.ndarray) -> list[tuple[float, np.ndarray]] | None:
+    """(t, x) at ten points of the trajectory of a smooth model (`_is_smooth`): its
+    own right-hand side (the probe's lambdified one, what the kernel integrates)
+    under scipy's LSODA at the reference's loose tolerances. Compiling the CPU
+    reference's model, most of a first check's cost (~1 s for a 25-state model), is
+    then not needed. None when LSODA fails or takes more than SMOOTH_MAX_STEPS steps
+    (the reference follows the model then)."""
+    from scipy.integrate import LSODA
+
+    times = np.linspace(t0, t0 + span, 11)
+    p = [float(v) for v in p_values]
+
+    def rhs(t, x):
+        return np.asarray(probe.f(t, *x, *p), dtype=float).reshape(-1)
+
+    points = []
+    try:
+        with np.errstate(all="ignore"):
+            # LSODA's own Jacobian would call f n times from Fortran
+            solver = LSODA(rhs, t0, np.asarray(x0, float), t0 + span, rtol=1e-6, atol=1e-9,
+                           jac=lambda t, x: _jacobian(probe.f, t, x, p))
+            k = 1
+            for _ in range(SMOOTH_MAX_STEPS):
+                if solver.status != "running":
+                    break
+                solver.step()
+                if solver.status == "failed":
+                    return None
+                dense = solver.dense_output()
+                while k < len(times) and times[k] <= solver.t:
+                    x = np.asarray(dense(times[k]), dtype=float)
+                    if np.all(np.isfinite(x)):
+                        points.append((float(times[k]), x))
+                    k += 1
+            if solver.status == "running":
+                return None
+    except Exception as exc:  # noqa: BLE001 - a heuristic: the reference's trajectory then
+        log.debug("stiffness check: no smooth trajectory (%s)", exc)
+        return None
+    return points
+
+
+def _is_smooth(model: KernelModel) -> bool:
+    """No events, no switches, no functions with jumps in the right-hand side: LSODA
+    alone follows it (a jump makes it creep with ever smaller steps)."""
+    return not model.events and not model.atoms and not any(
+        e.has(*_JUMPS) for e in model.rhs)
+
+
+def _jacobian(f, t: float, x: np.ndarray, p: list[float]) -> np.ndarray:
+    """df/dx by forward differences (step 1e-7 * max(|x_j|, 1e-5)), in one call of the
+    lambdified f on n + 1 columns (x, then x moved along each state) instead of
+    n + 1 calls: the cost of a large model's stiffness check."""
+    x = np.asarray(x, dtype=float)
+    n = x.size
+    delta = 1e-7 * np.maximum(np.abs(x), 1e-5)
+    columns = np.repeat(x[:, None], n + 1, axis=1)
+    columns[np.arange(n), np.arange(1, n + 1)] += delta
+    values = np.stack([np.broadcast_to(np.asarray(v, dtype=float), (n + 1,))
+                       for v in f(t, *columns, *p)])
+    return (values[:, 1:] - values[:, :1]) / delta[None, :]
+
+
 def stiffness_index(model: KernelModel, p_values: np.ndarray, t0: float, span: float,
                     probe: _Probe | None = None) -> float:
     """max over the nominal trajectory of max(-Re lambda) * span, lambda the eigenvalues
@@ -116,14 +202,7 @@ def stiffness_index(model: KernelModel, p_values: np.ndarray, t0: float, span: f
         worst = 0.0
         for t, x in _states_along(probe, np.asarray(p), t0, span, x0):
             with np.errstate(all="ignore"):
-                fx = np.asarray(f(t, *x, *p), dtype=float).reshape(-1)
-                # forward differences: n + 1 evaluations of f, cheap for any model size
-                J = np.empty((model.n_states, model.n_states))
-                for j in range(model.n_states):
-                    delta = 1e-7 * max(abs(x[j]), 1e-5)
-                    y = x.copy()
-                    y[j] += delta
-                    J[:, j] = (np.asarray(f(t, *y, *p), dtype=float).reshape(-1) - fx) / delta
+                J = _jacobian(f, t, x, p)
             if not np.all(np.isfinite(J)):
                 if t == t0:
                     return float("nan")
@@ -203,19 +282,21 @@ def _screen(model: KernelModel, screen: np.ndarray, t0: float, span: float,
 
 
 def choose_method(model: KernelModel, members: np.ndarray, t0: float,
-                  span: float, screen: np.ndarray | None = None) -> tuple[str, str]:
+                  span: float, screen: np.ndarray | None = None,
+                  probes: dict | None = None) -> tuple[str, str]:
     """(method, why) for --method auto; `members`: (k, varied) parameter sets to
     probe (a wide ensemble holds stiff and non-stiff members: stiff if any is).
     `screen`: more parameter sets, looked at at their initial state first
     (initial_stiffness); when none is stiff there, the trajectories follow the first
     of `members` (the median) and the screened sets nearest to stiff instead of the
-    other `members`."""
+    other `members`. `probes`: where the caller keeps the probes' shared pieces from
+    run to run of one model (the lambdified model and the reference's compiled model)."""
     members = np.atleast_2d(np.asarray(members, dtype=float))
     if members.shape[1] != len(model.varied):
         members = members.reshape(-1, len(model.varied))
     # stiff if any member is: probing stops at the first stiff one
     try:
-        probe = _Probe(model) if model.n_states else None
+        probe = _probe_for(model, probes) if model.n_states else None
     except Exception as exc:  # noqa: BLE001 - a heuristic: fall back to the robust method
         log.debug("stiffness check failed: %s", exc)
         return "rodas4", "the stiffness check could not evaluate the Jacobian: the stiff method"

@@ -1,0 +1,236 @@
+"""The PEtab objective reduced where the time courses are (kernels/objective.cu).
+
+An ensemble of N parameter sets on the GPU computes N x runs time courses; copying
+them back to evaluate the likelihood in numpy moves gigabytes for N numbers. An
+`ObjectiveReduction` is handed to the ode backend with the time-course task
+(`TimeCourse.reduce`): after each batch's integration the GPU engine runs the
+objective kernel on the batch's device buffer and returns, per member (a run and a
+set), the sums of the negative log-likelihood and chi2 terms over that run's
+measurement rows at finite times. `Simulation.run` adds them up per set; rows at
+t = inf (steady states, computed on the host) are scored by likelihood.terms as
+before. The same kernel text builds for the host (its SBMLGPU_HOST_ENTRY), through
+which tests compare it with the numpy computation.
+
+The tables the kernel reads (all per measurement row at a finite time, rows
+grouped by run): run_rows (CSR offsets per run), the output-time index, the
+observable, the measurement, the time; the placeholder slots (a number or a
+parameterId's per-set value); q, the per-set values of every parameterId the
+formulas or slots name, (n_q, n_sets) row-major.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..codegen.printer import print_expr
+from ..codegen.templates import render
+from ..errors import OptionError
+from .observables import PLACEHOLDERS, Formulas
+
+PACKAGE = "sbmlgpu.petab"
+KERNEL = "sbmlgpu_petab_objective"
+BLOCK = 128
+#: what the reduction adds to a member's results (MemberResults extras)
+NLL, CHI2 = "petab_nll", "petab_chi2"
+_LOCK = threading.Lock()
+
+
+@dataclass
+class RowTables:
+    """The measurement rows the kernel scores, grouped by run (see the module doc)."""
+
+    run_rows: np.ndarray  # (runs + 1,) int32
+    time_index: np.ndarray  # (rows,) int32
+    observable: np.ndarray  # (rows,) int32
+    measurement: np.ndarray  # (rows,) float64
+    t: np.ndarray  # (rows,) float64
+    slot_q: np.ndarray  # (rows, slots) int32, -1: a number
+    slot_value: np.ndarray  # (rows, slots) float64
+    q: np.ndarray  # (n_q, n_sets) float64
+
+
+@dataclass
+class ObjectiveReduction:
+    """What the GPU engine needs to score a batch: the kernel text for each
+    precision, the row tables, and `launch` (one batch)."""
+
+    formulas: Formulas
+    outputs: tuple[str, ...]
+    n_sets: int
+    tables: RowTables
+    observables: list[dict]
+    slots: int
+    _kernels: dict = field(default_factory=dict, repr=False)  # (device, precision) ->
+
+    names = (NLL, CHI2)
+
+    @classmethod
+    def build(cls, formulas: Formulas, runs, sets: dict[str, np.ndarray], n: int,
+              outputs: tuple[str, ...]) -> "ObjectiveReduction":
+        """`runs`: simulate.Runs; `outputs`: the time-course task's outputs (the
+        columns of the device buffer), which hold every model id the formulas use."""
+        problem = formulas.problem
+        meas = problem.measurements
+        oids = list(formulas.observable)
+        slot_names = {oid: _slot_names(formulas, oid) for oid in oids}
+        slots = max((len(v) for v in slot_names.values()), default=0)
+        q_ids: dict[str, int] = {}
+
+        def q_index(pid: str) -> int:
+            return q_ids.setdefault(pid, len(q_ids))
+
+        observables = []
+        for oid in oids:
+            symbols = {}  # the formulas' own symbols (petab's carry assumptions)
+            for symbol in sorted({s for e in (formulas.observable[oid], formulas.noise[oid])
+                                  for s in e.free_symbols}, key=lambda s: s.name):
+                symbols[symbol] = _symbol_text(symbol.name, oid, outputs, slot_names[oid],
+                                               sets, q_index, problem.path)
+            obs = problem.problem.observable_df.loc[oid]
+            observables.append({
+                "id": oid,
+                "observable": print_expr(formulas.observable[oid], symbols,
+                                         where=f"observableFormula of {oid}"),
+                "noise": print_expr(formulas.noise[oid], symbols,
+                                    where=f"noiseFormula of {oid}"),
+                "scale": _cell(obs, "observableTransformation", "lin"),
+                "distribution": _cell(obs, "noiseDistribution", "normal")})
+
+        order = np.argsort(runs.row_run, kind="stable")
+        timed = order[runs.row_time_index[order] >= 0]
+        obs_ids = meas["observableId"].to_numpy()
+        slot_q = np.full((len(timed), max(slots, 1)), -1, np.int32)
+        slot_value = np.full((len(timed), max(slots, 1)), np.nan)
+        for r, row in enumerate(timed):
+            oid = str(obs_ids[row])
+            where = f"measurement row {row + 2}"
+            for k, value in enumerate(_row_slots(formulas, oid, meas, row, sets, where)):
+                if isinstance(value, str):
+                    slot_q[r, k] = q_index(value)
+                else:
+                    slot_value[r, k] = value
+        counts = np.bincount(runs.row_run[timed], minlength=len(runs.pairs))
+        q = np.vstack([np.broadcast_to(np.asarray(sets[pid], dtype=float), (n,))
+                       for pid in q_ids]) if q_ids else np.zeros((1, n))
+        tables = RowTables(
+            run_rows=np.concatenate([[0], np.cumsum(counts)]).astype(np.int32),
+            time_index=runs.row_time_index[timed].astype(np.int32),
+            observable=np.array([oids.index(str(obs_ids[r])) for r in timed], np.int32),
+            measurement=meas["measurement"].to_numpy(float)[timed],
+            t=runs.row_time[timed].astype(float),
+            slot_q=np.ascontiguousarray(slot_q), slot_value=np.ascontiguousarray(slot_value),
+            q=np.ascontiguousarray(q))
+        return cls(formulas, tuple(outputs), int(n), tables, observables, slots)
+
+    # -- the kernel ---------------------------------------------------------------------
+    def source(self, precision: str) -> str:
+        return render(PACKAGE, "objective.cu", precision=precision,
+                      observables=self.observables, slots=self.slots)
+
+    def kernel(self, device, precision: str):
+        with _LOCK:  # the scheduler's device threads share a reduction
+            key = (device.index, precision)
+            if key not in self._kernels:
+                module = device.compile(self.source(precision),
+                                        name=f"petab_objective_{precision}.cu")
+                self._kernels[key] = module.function(KERNEL)
+            return self._kernels[key]
+
+    def launch(self, device, out_buf, status_buf, members_arg, first_member: int, b: int,
+               n_outputs: int, precision: str, keep, profiler=None) -> dict[str, np.ndarray]:
+        """Score one batch whose time courses are in `out_buf` (the trajectory sink's
+        layout); returns {NLL: (b,), CHI2: (b,)} in launch order. `keep`: registers
+        a device buffer for freeing with the batch's."""
+        kernel = self.kernel(device, precision)
+        t = self.tables
+        args = [np.int64(b), np.int64(self.n_sets), out_buf, np.int32(n_outputs), status_buf,
+                members_arg, np.uint64(first_member)]
+        args += [keep(device.to_device(a)) for a in (
+            t.run_rows, t.time_index, t.observable, t.measurement, t.t, t.slot_q,
+            t.slot_value, t.q)]
+        nll_buf = keep(device.alloc(max(b, 1) * 8))
+        chi2_buf = keep(device.alloc(max(b, 1) * 8))
+        timing = kernel.launch(((b + BLOCK - 1) // BLOCK,), (BLOCK,), args + [nll_buf, chi2_buf])
+        if profiler is not None:
+            rows = float(len(t.time_index)) * b / max(len(t.run_rows) - 1, 1)
+            profiler.record_launch(kernel, timing, device, flops=30.0 * rows,
+                                   bytes=rows * 8.0 * (1 + len(self.outputs) / 4),
+                                   precision="double")
+        return {NLL: device.from_device(nll_buf, (b,), np.float64),
+                CHI2: device.from_device(chi2_buf, (b,), np.float64)}
+
+    def per_set(self, nll: np.ndarray, chi2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Members' sums (runs x sets, member order) added up per set."""
+        runs = len(self.tables.run_rows) - 1
+        return (nll.reshape(runs, self.n_sets).sum(axis=0),
+                chi2.reshape(runs, self.n_sets).sum(axis=0))
+
+
+# -- the formulas' symbols ----------------------------------------------------------------
+def _slot_names(formulas: Formulas, oid: str) -> list[str]:
+    """Placeholder names of observable `oid` in slot order: observableParameter1..k,
+    then noiseParameter1..k."""
+    names = []
+    for kind, _ in PLACEHOLDERS:
+        count = max(formulas.placeholders(formulas.observable[oid], kind, oid),
+                    formulas.placeholders(formulas.noise[oid], kind, oid))
+        names += [f"{kind}{k}_{oid}" for k in range(1, count + 1)]
+    return names
+
+
+def _symbol_text(name, oid, outputs, slots, sets, q_index, path) -> str:
+    """C text of a formula's symbol, in the precedence of Formulas._values."""
+    if name in outputs:
+        return f"PETAB_OUT({outputs.index(name)}) /* {name} */"
+    if name in slots:
+        return f"row->ph[{slots.index(name)}] /* {name} */"
+    if name == oid:
+        return "y"
+    if name in sets:
+        return f"PETAB_Q({q_index(name)}) /* {name} */"
+    if name in ("time", "t"):
+        return "row->t"
+    raise OptionError("problem", f"{path}: the formula of {oid} uses {name!r}, which is "
+                                 f"neither a model id, a parameterId nor a placeholder")
+
+
+def _row_slots(formulas: Formulas, oid: str, meas, row: int, sets, where: str) -> list:
+    """The row's placeholder values in slot order: numbers, or parameterIds (str)
+    whose per-set values q holds."""
+    from .values import split_overrides
+
+    out: list = []
+    for kind, column in PLACEHOLDERS:
+        count = max(formulas.placeholders(formulas.observable[oid], kind, oid),
+                    formulas.placeholders(formulas.noise[oid], kind, oid))
+        if not count:
+            continue
+        cell = meas[column].to_numpy()[row] if column in meas.columns else None
+        for entry in split_overrides(cell, count, f"{where}, {column}"):
+            out.append(_entry(entry, sets, where))
+    return out
+
+
+_NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$|^[+-]?(inf|nan)$", re.I)
+
+
+def _entry(entry, sets, where: str):
+    """A number (NaN when empty), or a parameterId of `sets` (its name: read per set);
+    anything else is values.resolve's OptionError."""
+    from .values import resolve
+
+    text = None if isinstance(entry, (int, float, np.integer, np.floating)) else str(entry).strip()
+    if text is not None and text in sets and not _NUMBER.match(text):
+        return text
+    return float(resolve(entry, {}, 1, where)[0])
+
+
+def _cell(row, column: str, default: str) -> str:
+    value = row.get(column, default) if hasattr(row, "get") else default
+    if value is None or (isinstance(value, float) and np.isnan(value)) or value == "":
+        return default
+    return str(value)

@@ -1,0 +1,99 @@
+"""Outputs in the members' original order, written so by the kernel: a bundled launch of a
+contiguous range of members (one batch of the whole ensemble) gets that range's rows of
+the result, and the trajectory sink puts member m in column m - first_member, so that no
+scatter by member remains on the host (sbmlgpu.schedule.ensemble, sinks.TrajectorySink).
+Other bundled batches keep launch order and the runner's scatter. Either way the
+result must equal an unbundled run member for member, on a fake GPU that runs the same
+kernel through its host build (the CPU path itself does not bundle)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from .fakes import FakeDevice
+from .ode_helpers import load, needs_compiler, run_cpu
+from .test_ode_engine_fake import compile_for_host
+
+TIMES = np.linspace(0, 160, 9)
+
+
+@pytest.fixture(scope="module")
+def ensemble():
+    needs_compiler()
+    rng = np.random.default_rng(7)
+    # a wide range of beta: step counts differ, so bundling reorders the members
+    params = {"beta": rng.uniform(0.05, 3.0, 640), "gamma": rng.uniform(0.05, 0.5, 640)}
+    net = load("seir_epidemic")
+    unbundled = run_cpu(net, "dopri5", times=TIMES, parameters=params, bundling=False)
+    return net, params, unbundled
+
+
+class Spy:
+    """Records what the engine was asked: (members given, first_member, rows given)."""
+
+    def __init__(self, monkeypatch, cls):
+        self.calls = []
+        run = cls.run
+
+        def spy(engine, device, table, times, n_outputs, config, members=None,
+                first_member=0, **kw):
+            self.calls.append((members is not None, int(first_member),
+                               kw.get("destination") is not None))
+            return run(engine, device, table, times, n_outputs, config, members,
+                       first_member, **kw)
+
+        monkeypatch.setattr(cls, "run", spy)
+
+
+def _bundled(result):
+    return result.metadata["bundling"] == "bundled by predicted step count"
+
+
+@pytest.mark.parametrize("max_batch_items", [None, 256])
+def test_the_gpu_engine_writes_members_in_their_order(ensemble, monkeypatch, max_batch_items):
+    from sbmlgpu.ode.engines import GpuEngine
+    from sbmlgpu.ode.sinks import LAUNCH_ORDER
+    from sbmlgpu.plugins.ode.backend import OdeBackend
+    from sbmlgpu.plugins.ode.options import OdeOptions
+    from sbmlgpu.schedule import Scheduler
+    from sbmlgpu.tasks import TimeCourse
+
+    net, params, unbundled = ensemble
+    spy = Spy(monkeypatch, GpuEngine)
+    device = FakeDevice(compile=compile_for_host)
+    options = OdeOptions(method="dopri5", pilot_size=64).validate()
+    program = OdeBackend().compile(net, options, device)
+    scheduler = Scheduler(devices=[device], max_batch_items=max_batch_items, progress=False)
+    result = program.run(TimeCourse(times=TIMES, parameters=params, progress=False), scheduler)
+    assert _bundled(result)
+    bundled_calls = [c for c in spy.calls[1:] if c[0]]  # after the pilot
+    assert bundled_calls
+    if max_batch_items is None:  # one batch: every member, in place, by member id
+        assert bundled_calls == [(True, 0, True)]
+    else:  # batches of scattered members: launch order, scattered by the runner
+        assert any(c == (True, LAUNCH_ORDER, False) for c in bundled_calls)
+    assert np.array_equal(result.status, unbundled.status)
+    assert np.array_equal(result.data, unbundled.data)
+
+
+def test_the_second_pass_writes_its_members_rows_on_a_fake_gpu(ensemble):
+    """Members past --pass-steps run again as a batch of scattered members whose rows
+    are given in launch order: they must land in their own rows (bundled first pass,
+    then the second), equal to the unbundled single pass."""
+    from sbmlgpu.plugins.ode.backend import OdeBackend
+    from sbmlgpu.plugins.ode.options import OdeOptions
+    from sbmlgpu.schedule import Scheduler
+    from sbmlgpu.tasks import TimeCourse
+
+    net, params, unbundled = ensemble
+    steps = unbundled.metadata["steps_mean"]
+    device = FakeDevice(compile=compile_for_host)
+    options = OdeOptions(method="dopri5", pilot_size=64, pass_steps=int(steps)).validate()
+    program = OdeBackend().compile(net, options, device)
+    scheduler = Scheduler(devices=[device], progress=False)
+    result = program.run(TimeCourse(times=TIMES, parameters=params, progress=False), scheduler)
+    assert _bundled(result)
+    assert 10 < result.metadata["second_pass_members"] < 630
+    assert np.array_equal(result.status, unbundled.status)
+    assert np.array_equal(result.data, unbundled.data)

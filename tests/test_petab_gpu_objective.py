@@ -1,0 +1,151 @@
+"""The PEtab objective reduced on the device (sbmlgpu.petab.objective, kernels/objective.cu)
+without a GPU: a fake device runs the ode kernel and the objective kernel through their
+host builds (the same text nvcc compiles), so that `simulate_problem(..., ensemble=N)` on
+"the GPU" takes the reduction path end to end, and its nllh/chi2 must equal the CPU
+path's numpy computation of today (likelihood.terms over the copied-back simulations).
+The kernel text must also compile with nvcc -arch=sm_90 where nvcc is installed."""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+import pytest
+
+from tests.shared_data import MODELS
+
+from .fakes import FakeDevice, FakeDriver, FakeKernel, FakeModule, HostBuffer
+from .ode_helpers import needs_compiler
+from .test_ode_engine_fake import compile_for_host, signatures
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning",
+                                        "ignore::UserWarning")
+petab = pytest.importorskip("petab.v1", reason="the petab extra is not installed")
+
+BENCHMARK = MODELS / "petab-benchmark"
+# {problem: whether it has rows at finite times (scored on the device)}: noise
+# placeholders from the parameter table (Boehm); preequilibration and observable
+# placeholders (Brannmark); several conditions (Fujita); only rows at t = inf, the
+# steady states, which are scored on the host (Blasi)
+PROBLEMS = {"Boehm_JProteomeRes2014": True, "Brannmark_JBC2010": True,
+            "Fujita_SciSignal2010": True, "Blasi_CellSystems2016": False}
+FOUND = {p for p in PROBLEMS if (BENCHMARK / p / f"{p}.yaml").is_file()}
+
+
+def _yaml(name):
+    if name not in FOUND:
+        pytest.skip(f"no PEtab problem {name} in {BENCHMARK}")
+    return BENCHMARK / name / f"{name}.yaml"
+
+
+class HostObjective(FakeKernel):
+    """The objective kernel's launch run through its host build, with the launch's
+    own arguments (checked against the kernel's C signature first)."""
+
+    def __init__(self, source: str, log: list):
+        super().__init__("sbmlgpu_petab_objective", log=log)
+        from sbmlgpu.runtime.host import load
+
+        self.params = signatures(source)["sbmlgpu_petab_objective"]
+        self.library = load("#define SBMLGPU_HOST_ENTRY 1\n" + source, "objective.cu",
+                            openmp=False)
+        self.launched = 0
+        self.first_members: list[tuple[bool, int]] = []  # (members given, first_member)
+
+    def run(self, grid, block, args, shared_bytes):
+        assert len(args) == len(self.params) == 17, (len(args), self.params)
+
+        def c(arg, ctype):
+            if ctype == "pointer":
+                assert isinstance(arg, HostBuffer) or arg == 0, type(arg)
+                return arg.data.ctypes.data_as(ctypes.c_void_p) \
+                    if isinstance(arg, HostBuffer) else None
+            return {"long long": ctypes.c_longlong, "int": ctypes.c_int,
+                    "unsigned long long": ctypes.c_ulonglong}[ctype](int(arg))
+
+        assert grid[0] * block[0] >= int(args[0])  # every member has a thread
+        self.first_members.append((isinstance(args[5], HostBuffer), int(args[6])))
+        self.library.sbmlgpu_petab_objective_host(*[c(a, t) for a, t in zip(args, self.params)])
+        self.launched += 1
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    needs_compiler()
+    from sbmlgpu import runtime
+
+    objectives: list[HostObjective] = []
+
+    def compile(device, source):
+        if "sbmlgpu_petab_objective" in source:
+            objectives.append(HostObjective(source, device.launches))
+            return FakeModule(["sbmlgpu_petab_objective"], lambda _: objectives[-1])
+        return compile_for_host(device, source)
+
+    device = FakeDevice(compile=compile)
+    monkeypatch.setattr(runtime, "get_driver", lambda: FakeDriver([device]))
+    device.objectives = objectives
+    return device
+
+
+@pytest.mark.parametrize("name", sorted(PROBLEMS))
+def test_objective_on_the_device_equals_the_host_computation(name, fake_gpu):
+    from sbmlgpu.petab import simulate_problem
+
+    yaml = _yaml(name)
+    gpu = simulate_problem(yaml, ensemble=40, seed=3, device=[0])
+    # it ran there (every batch), or had no rows to score there
+    assert bool(fake_gpu.objectives and fake_gpu.objectives[-1].launched) == PROBLEMS[name]
+    cpu = simulate_problem(yaml, ensemble=40, seed=3, device="cpu")
+    assert np.array_equal(gpu.status, cpu.status)
+    ok = cpu.status == 0
+    assert ok.sum() >= 20  # most sampled sets run: the comparison covers them
+    np.testing.assert_allclose(gpu.nll[ok], cpu.nll[ok], rtol=1e-12, atol=1e-9)
+    np.testing.assert_allclose(gpu.chi2[ok], cpu.chi2[ok], rtol=1e-12, atol=1e-9)
+    # the time courses never came back: the rows at finite times have no simulation
+    timed = np.isfinite(gpu.problem.measurements["time"].to_numpy(float))
+    assert np.isnan(gpu.simulation[timed]).all() and timed.any() == PROBLEMS[name]
+
+
+def test_a_bundled_ensemble_is_scored_from_the_columns_the_sink_wrote(fake_gpu):
+    """Bundled in one batch, the sink writes member m in column m (member order): the
+    objective kernel must read it there, not at the launch index."""
+    from sbmlgpu.petab import simulate_problem
+
+    # 6 runs x 64 sets: above 10 x the pilot, and a multiple of 32 (one aligned batch)
+    yaml = _yaml("Fujita_SciSignal2010")
+    options = {"pilot_size": 32}
+    gpu = simulate_problem(yaml, ensemble=64, seed=4, device=[0], options=options)
+    assert (True, 0) in fake_gpu.objectives[-1].first_members  # bundled, in member order
+    cpu = simulate_problem(yaml, ensemble=64, seed=4, device="cpu", options=options)
+    ok = cpu.status == 0
+    assert np.array_equal(gpu.status, cpu.status) and ok.sum() >= 30
+    np.testing.assert_allclose(gpu.nll[ok], cpu.nll[ok], rtol=1e-12, atol=1e-9)
+    np.testing.assert_allclose(gpu.chi2[ok], cpu.chi2[ok], rtol=1e-12, atol=1e-9)
+
+
+def test_the_nominal_run_keeps_its_simulation_table(fake_gpu):
+    from sbmlgpu.petab import simulate_problem
+
+    result = simulate_problem(_yaml("Boehm_JProteomeRes2014"), device=[0])
+    assert not fake_gpu.objectives  # one member: simulated values, scored in numpy
+    assert np.isfinite(result.simulation).all() and np.isfinite(result.llh)
+
+
+def test_objective_kernel_compiles_with_nvcc():
+    from sbmlgpu.codegen.compile_check import nvcc_available, nvcc_compile
+    from sbmlgpu.petab.objective import ObjectiveReduction
+    from sbmlgpu.petab.observables import Formulas
+    from sbmlgpu.petab.problem import load_problem
+    from sbmlgpu.petab.simulate import Runs
+    from sbmlgpu.petab.values import sampled_sets, set_count
+
+    if not nvcc_available():
+        pytest.skip("nvcc is not installed")
+    problem = load_problem(_yaml("Blasi_CellSystems2016"))
+    formulas = Formulas(problem)
+    sets = sampled_sets(problem, 4, 0)
+    reduction = ObjectiveReduction.build(formulas, Runs.of(problem), sets, set_count(sets),
+                                         tuple(formulas.model_ids))
+    for precision in ("double", "float"):
+        assert nvcc_compile(reduction.source(precision), "sm_90", name=f"objective_{precision}")

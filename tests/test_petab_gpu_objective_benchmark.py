@@ -1,0 +1,62 @@
+"""benchmarks/ode_petab.py's own path on the CPU (the lead runs it on the GPU): one row per
+model folder, each model in its own process; a folder that fails to load is a row with
+its error, and a model past --model-budget is stopped with the stages it finished."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.shared_data import MODELS
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+pytest.importorskip("petab.v1", reason="the petab extra is not installed")
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "ode_petab.py"
+BOEHM = MODELS / "petab-benchmark" / "Boehm_JProteomeRes2014"
+
+
+@pytest.fixture
+def root(tmp_path):
+    if not BOEHM.is_dir():
+        pytest.skip(f"no {BOEHM}")
+    shutil.copytree(BOEHM, tmp_path / "root" / BOEHM.name)
+    broken = tmp_path / "root" / "Broken_Model"
+    broken.mkdir()
+    (broken / "Broken_Model.yaml").write_text("sbml_files:\n  - missing.xml\n")
+    return tmp_path / "root"
+
+
+def _run(root, out, *extra):
+    done = subprocess.run([sys.executable, str(SCRIPT), "--root", str(root), "--n", "60",
+                           "--cpu", "--cores", "0", "--out", str(out), *extra],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return {row["model"]: row for row in json.loads((out / "ode_petab.json").read_text())["models"]}
+
+
+def test_every_folder_is_a_row_and_a_broken_one_says_why(root, tmp_path):
+    rows = _run(root, tmp_path / "out", "--model-budget", "300")
+    boehm = rows["Boehm_JProteomeRes2014"]
+    assert boehm["stage"] == "done" and "error" not in boehm
+    assert sum(boehm["status_counts"].values()) == 60
+    assert boehm["compile_s"] > 0 and boehm["method"] in ("rodas4", "dopri5", "rk4")
+    assert boehm["nominal_vs_reference"] < 1e-3
+    assert boehm["objective"]["sets"] == 60 and sum(
+        boehm["objective"]["status_counts"].values()) == 60
+    assert boehm["roadrunner"] == {"available": False, "why": "--cores 0"}
+    assert "SBMLImportError" in rows["Broken_Model"]["error"]
+
+
+def test_a_model_past_its_budget_is_stopped_with_what_it_finished(root, tmp_path):
+    shutil.rmtree(root / "Broken_Model")
+    # less than the child needs to import sbmlgpu: stopped whatever the caches hold
+    rows = _run(root, tmp_path / "out", "--model-budget", "0.5")
+    row = rows["Boehm_JProteomeRes2014"]
+    assert row["error"].startswith("stopped at the model budget (0.5 s) in stage ")
+    assert row["stage"] != "done" and row["model_wall_s"] < 60
