@@ -62,7 +62,7 @@ EXPECTED = {
     # the reference backend). Its table is up to 2.8e-3 off at a few rows where our
     # ode backend (GPU and CPU) and the CPU reference agree with each other
     # (check_chen, with the reference at its defaults: at rtol 1e-10 / atol 1e-14 its
-    # LSODA fails at t = 1799.99 on the current code, see docs/petab.md)
+    # LSODA failed at t = 1799.99 in later runs, see docs/petab.md)
     "Chen_MSB2009": REFERENCE_DIFFERS,
     "Crauste_CellSystems2017": MATCH,
     "Elowitz_Nature2000": MATCH,
