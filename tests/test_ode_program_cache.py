@@ -82,3 +82,20 @@ def test_sources_are_the_kernels_of_the_last_run(net):
                                None)  # as execute does
     assert len(program.sources) == 1  # the second run's kernel only
     assert "beta" in next(iter(program.sources.values()))
+
+
+def test_a_repeated_identical_run_keeps_its_kernel_as_the_source(net):
+    """The second of two identical runs takes everything from the kept specialisation:
+    `sources` (what --keep-source writes) must still be that run's kernel."""
+    from sbmlgpu.api import compiled_program, execute, time_course
+    from sbmlgpu.plugins.ode.backend import OdeBackend
+    from sbmlgpu.plugins.ode.options import OdeOptions
+
+    options = {"rtol": 3e-6}  # a key no other test uses
+    task = dict(times=TIMES, parameters={"beta": [0.3, 0.5]}, progress=False)
+    execute(net, time_course(**task), "ode", options=options, device="cpu")
+    program = compiled_program(OdeBackend(), net, OdeOptions.from_mapping(options).validate(),
+                               None)
+    first = program.sources
+    execute(net, time_course(**task), "ode", options=options, device="cpu")
+    assert program.sources == first and "beta" in next(iter(first.values()))

@@ -275,7 +275,9 @@ class OdeProgram(Program):
         cache = self.specialised
         key = cache.key(varied, outputs, constant, table, times)
         if key in cache.runs:
-            return cache.runs[key]
+            spec = cache.runs[key]
+            self._sources[spec.source.name] = spec.source.text  # this run's kernel too
+            return spec
         model = cache.model(
             varied, outputs, constant, lambda: KernelModel(self.ode, varied, outputs, constant))
         # --method auto: a large model's likely kernel compiles while the check runs
