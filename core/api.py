@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import logging
+import os
 import re
 import time
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ import numpy as np
 
 from . import model_cache, plugin_manager
 from .backend import Backend, BackendOptions
-from .errors import OptionError, UnsupportedModelError
+from .errors import DeviceError, OptionError, UnsupportedModelError
 from .profile import Profiler
 from .results import Result
 from .schedule import Scheduler
@@ -91,9 +92,12 @@ def check_outputs(network: Network, outputs: Sequence[str] | None) -> tuple[str,
     return tuple(o.name for o in output_names.check_outputs(network, outputs))
 
 
-def select_devices(device, backend: Backend) -> list:
+def select_devices(device, backend: Backend, task: Task | None = None) -> list:
     """[] for the CPU path, else the runtime's devices to use. Without a usable GPU,
-    "auto" takes the CPU path; the runtime says so once, with the reason."""
+    "auto" takes the CPU path; the runtime says so once, with the reason. "auto" also
+    takes it for an ensemble of no more members than the host's cores on a backend
+    that says its CPU path is the faster there (Backend.few_members_on_cpu): no GPU is
+    even looked for. "gpu": every GPU, an error without one."""
     cpu_only = getattr(backend, "cpu_only", False)
     if device == "cpu" or (cpu_only and device == "auto"):
         return []
@@ -102,12 +106,48 @@ def select_devices(device, backend: Backend) -> list:
     from . import runtime
 
     if device == "auto":
+        if _few_members_for_the_cpu(backend, task):
+            return []
         return list(runtime.get_devices()) if runtime.get_driver() is not None else []
+    if device == "gpu":
+        devices = runtime.get_devices()
+        if not devices:
+            raise DeviceError(f"a GPU was asked for, but none was found "
+                              f"({runtime.no_gpu_reason()})")
+        return devices
     indices = [device] if isinstance(device, (int, np.integer)) else device
     if isinstance(indices, str) or not all(
             isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in indices):
-        raise OptionError("device", f"{device!r}: use 'auto', 'cpu' or GPU indices")
+        raise OptionError("device", f"{device!r}: use 'auto', 'cpu', 'gpu' or GPU indices")
     return list(runtime.get_devices([int(i) for i in indices]))
+
+
+def host_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+_SAID_FEW_MEMBERS: set = set()
+
+
+def _few_members_for_the_cpu(backend: Backend, task: Task | None) -> bool:
+    """An ensemble that a GPU cannot run faster than the host's cores: each member
+    gets a core, and a core integrates faster than one GPU thread (issue 13: a
+    one-member run costs ~2 ms as a GPU launch, ~0.3 ms on a core). Said once."""
+    members = getattr(task, "ensemble_size", None)
+    if not getattr(backend, "few_members_on_cpu", False) or not isinstance(members, int):
+        return False
+    cores = host_cores()
+    if members > cores:
+        return False
+    if backend.name not in _SAID_FEW_MEMBERS:
+        _SAID_FEW_MEMBERS.add(backend.name)
+        log.info(f"{members} member{'s' * (members != 1)}, no more than the {cores} CPU "
+                 f"cores: running on the CPU path, faster than a GPU launch for so few "
+                 f"(--devices 0 or device=[0] runs it on the GPU)")
+    return True
 
 
 def source_file_name(name: str, model_id: str) -> str:
@@ -194,7 +234,7 @@ def compiled_program(backend: Backend, network: Network, options: BackendOptions
     and engines (issue 13: in-process fixed cost)."""
     from .views.cache import memoised
 
-    settings = repr(sorted(dataclasses.asdict(options).items()))
+    settings = repr(sorted(options.as_dict().items()))
     # a program keeps its loaded kernels: built under other compiler settings
     # ($SBMLGPU_EXTRA_CXXFLAGS, $CXX) it is another program
     key = ("program", backend.name, type(backend), settings, id(device),
@@ -228,7 +268,7 @@ def execute(model, task: Task, backend: str | None = None, *, options=None, devi
         from .tasks.limits import check_result_size
 
         check_result_size(task, network)
-    devices = select_devices(device, chosen)
+    devices = select_devices(device, chosen, task)
     program = compiled_program(chosen, network, opts, devices[0] if devices else None)
     outcome = _run_program(program, chosen, opts, devices, task, network, network.id,
                            network.source, keep_source, profile, started)
@@ -261,7 +301,7 @@ def _run_program(program, chosen: Backend, opts, devices, task: Task, network,
         "model": model_id, "source": source, "backend": chosen.name,
         "plugin": f"{distribution} {version}".strip(),
         "device": device_names(devices),
-        "options": dataclasses.asdict(opts), "seed": getattr(task, "seed", None),
+        "options": opts.as_dict(), "seed": getattr(task, "seed", None),
         "task": task.describe(), "sbmlgpu": __version__,
         **(result.metadata or {}),
         "wall_seconds": time.perf_counter() - started,
@@ -327,7 +367,7 @@ class CachedRun:
 
             columns = task.outputs or tuple(entry.get("default_outputs") or ())
             check_result_size(dataclasses.replace(task, outputs=columns), None)
-        devices = select_devices(device, chosen)
+        devices = select_devices(device, chosen, task)
         if device_names(devices) != entry.get("device"):
             raise model_cache.Miss("another device than the cached run's")
         program = restore(entry["program"], opts, devices[0] if devices else None)

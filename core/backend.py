@@ -66,6 +66,10 @@ class Backend(ABC):
     tasks: ClassVar[tuple[type[Task], ...]] = (TimeCourse,)
     #: True for backends that never use a GPU: the framework does not look for one
     cpu_only: ClassVar[bool] = False
+    #: True for backends whose CPU path integrates one member on a core faster than one
+    #: GPU thread does (ode): device "auto" then runs an ensemble of no more members than
+    #: the host has cores on the CPU path, where a GPU launch would only add its latency
+    few_members_on_cpu: ClassVar[bool] = False
 
     @abstractmethod
     def supports(self, network: "Network") -> list[tuple[str, tuple[str, ...]]]:

@@ -164,8 +164,14 @@ def test_gpu_indices_without_gpu_is_a_device_error(echo, monkeypatch):
             sbmlgpu.run(network(), "echo", end=1, device=[0, 1])
     finally:
         runtime.reset()
-    with pytest.raises(OptionError, match="use 'auto', 'cpu' or GPU indices"):
+    with pytest.raises(OptionError, match="use 'auto', 'cpu', 'gpu' or GPU indices"):
         sbmlgpu.run(network(), "echo", end=1, device="gpu0")
+    runtime.reset()
+    try:
+        with pytest.raises(DeviceError, match="a GPU was asked for, but none was found"):
+            sbmlgpu.run(network(), "echo", end=1, device="gpu")
+    finally:
+        runtime.reset()
 
 
 def test_gpu_indices_pick_devices(echo, monkeypatch):
@@ -179,6 +185,39 @@ def test_gpu_indices_pick_devices(echo, monkeypatch):
     assert r.metadata["device"] == "echo-device"  # the backend's own word wins
     with pytest.raises(DeviceError, match="no GPU device 3"):
         sbmlgpu.run(network(), "echo", end=1, device=[3])
+
+
+def test_auto_gives_an_ensemble_no_larger_than_the_cores_to_the_cpu_path(echo, monkeypatch,
+                                                                          caplog):
+    """A backend that says its CPU path is faster for few members (ode does) gets the
+    CPU path from "auto" up to the host's cores, without the GPU even being looked
+    for; above that, and with "gpu" or indices, the GPU."""
+    backend, _ = echo
+    from sbmlgpu import runtime
+
+    devices = [FakeDevice(0), FakeDevice(1)]
+    looked = []
+    monkeypatch.setattr(runtime, "get_driver", lambda: looked.append(1) or FakeDriver(devices))
+    monkeypatch.setattr(api, "host_cores", lambda: 4)
+    monkeypatch.setattr(api, "_SAID_FEW_MEMBERS", set())
+    monkeypatch.setattr(type(backend), "few_members_on_cpu", True, raising=False)
+    with caplog.at_level(logging.INFO, logger="sbmlgpu"):
+        sbmlgpu.run(network(), "echo", end=1, points=2, parameters={"k": [1, 2, 3, 4]})
+        assert backend.seen["device"] is None and not looked
+        sbmlgpu.run(network(), "echo", end=1, points=2)
+        assert backend.seen["device"] is None and not looked
+    said = [r.getMessage() for r in caplog.records if "CPU cores" in r.getMessage()]
+    assert len(said) == 1 and "4 members, no more than the 4 CPU cores" in said[0], said
+    sbmlgpu.run(network(), "echo", end=1, points=2, parameters={"k": [1, 2, 3, 4, 5]})
+    assert backend.seen["device"] is devices[0]
+    sbmlgpu.run(network(), "echo", end=1, points=2, device="gpu")
+    assert backend.seen["device"] is devices[0]
+    sbmlgpu.run(network(), "echo", end=1, points=2, device=[1])
+    assert backend.seen["device"] is devices[1]
+    # a backend that does not say so keeps the GPU for one member
+    monkeypatch.setattr(type(backend), "few_members_on_cpu", False)
+    sbmlgpu.run(network(), "echo", end=1, points=2)
+    assert backend.seen["device"] is devices[0]
 
 
 def test_keep_source_writes_each_kernel_inside_the_folder_named_after_the_model(echo, tmp_path):

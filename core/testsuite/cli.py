@@ -26,6 +26,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", metavar="NAME", default=None,
                         help="run the cases through this backend via sbmlgpu.run() "
                              "(default: the CPU reference, called directly)")
+    parser.add_argument("--cpu", action="store_true",
+                        help="run the backend's CPU path even where a GPU is present "
+                             "(default: the GPU when there is one; each case is one run, "
+                             "which sbmlgpu.run would otherwise give the CPU path)")
     parser.add_argument("--timeout", metavar="SECONDS", type=float, default=60.0,
                         help="time limit per case; past it the case FAILs with 'timeout' "
                              "(default 60; 0: none)")
@@ -62,7 +66,7 @@ def main_from_args(args: argparse.Namespace, out=None) -> int:
               + (f" for --cases {args.cases}" if args.cases else ""), file=sys.stderr)
         return 2
     config = RunConfig(backend=args.backend, stochastic_runs=args.stochastic_runs,
-                       seed=args.seed)
+                       seed=args.seed, device="cpu" if args.cpu else "gpu-if-present")
     started = time.perf_counter()
     outcomes = _print_in_order(run_cases(cases, config, jobs=args.jobs, timeout=args.timeout),
                                [c.number for c in cases], out, args.quiet)

@@ -33,6 +33,9 @@ class RunConfig:
     seed: int = 0
     rtol: float = 1e-8
     atol: float = 1e-10
+    #: the backend's device: "gpu-if-present" (a case is one member, which device
+    #: "auto" would run on the CPU: the suite is there to check the GPU), or "cpu"
+    device: str = "gpu-if-present"
 
 
 def run_case(case: Case, config: RunConfig) -> Outcome:
@@ -57,7 +60,8 @@ def _run(case: Case, config: RunConfig) -> Outcome:
             if config.backend is None:
                 values = functools.partial(reference_values, rtol=config.rtol, atol=config.atol)
             else:
-                values = functools.partial(backend_values, backend=config.backend)
+                values = functools.partial(backend_values, backend=config.backend,
+                                           device=config.device)
             outcome = run_semantic(case, settings, values)
         outcome.model = model.name
         return outcome

@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import asdict, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -254,7 +254,7 @@ class OdeProgram(Program):
         self.last_order = outcome.permutation.order if outcome.permutation is not None else None
         metadata = {"backend": "ode", "device": ", ".join(
             d.properties.name for d in devices) if devices else f"cpu ({engine.name})",
-            "options": asdict(o), **self.last_run, **reduced}
+            "options": o.as_dict(), **self.last_run, **reduced}
         return TimeCourseResult(times=times, ids=outputs,
                                 data=None if reduce is not None else outcome.data,
                                 status=outcome.status, summary=outcome.summary,
