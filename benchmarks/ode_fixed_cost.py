@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
 """Fixed cost of a small run (issue 13): sbmlgpu against libRoadRunner, same machine, same run.
 
-    python benchmarks/ode_fixed_cost.py [--cpu] [--model FILE] [--repeats 7] [--out DIR]
+    python benchmarks/ode_fixed_cost.py [--cpu | --gpu] [--model FILE] [--repeats 7] [--out DIR]
+
+Device "auto" (the default, what a user gets) runs a one-member run on the CPU path
+(sbmlgpu.api: no more members than cores); --gpu forces the GPU (`--devices 0`,
+`device=[0]`), --cpu the CPU path.
 
 (a) `sbmlgpu run MODEL` from the command line, each a new process: cold (empty
     caches: libsbml, sympy, method check, code generation and the compiler), cold
@@ -81,7 +85,7 @@ def roadrunner_version() -> str | None:
 def cli_figures(args, env: dict, outdir: Path) -> dict:
     run = [sys.executable, "-m", "sbmlgpu", "run", str(args.model), "--end", str(args.end),
            "--points", str(args.points), "--no-progress", "-o", str(outdir)]
-    run += ["--cpu"] if args.cpu else []
+    run += ["--cpu"] if args.cpu else (["--devices", "0"] if args.gpu else [])
     out = {"command": " ".join(run[1:])}
     out["cold_s"] = timed_process(run + ["--no-cache"], env)  # empty caches: builds too
     out["cold_model_warm_builds"] = median_of(args.repeats,
@@ -101,7 +105,7 @@ def import_figures(args, env: dict) -> dict:
 def in_process_figures(args) -> dict:
     import sbmlgpu
 
-    device = "cpu" if args.cpu else "auto"
+    device = "cpu" if args.cpu else ([0] if args.gpu else "auto")
     network = sbmlgpu.load(str(args.model))
 
     def once() -> float:
@@ -110,7 +114,10 @@ def in_process_figures(args) -> dict:
         return time.perf_counter() - started
 
     first = once()
-    return {"first_run_s": first, "repeated_run": median_of(max(args.repeats, 20), once)}
+    used = sbmlgpu.run(network, end=args.end, points=args.points, device=device,
+                       progress=False).metadata["device"]
+    return {"first_run_s": first, "device_used": used,
+            "repeated_run": median_of(max(args.repeats, 20), once)}
 
 
 def roadrunner_figures(args, env: dict) -> dict | None:
@@ -144,7 +151,10 @@ def main(argv=None) -> int:
     parser.add_argument("--end", type=float, default=10.0)
     parser.add_argument("--points", type=int, default=101)
     parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--cpu", action="store_true", help="the CPU path, even with a GPU")
+    paths = parser.add_mutually_exclusive_group()
+    paths.add_argument("--cpu", action="store_true", help="the CPU path, even with a GPU")
+    paths.add_argument("--gpu", action="store_true",
+                       help="the GPU (device 0), even for one member")
     parser.add_argument("--out", type=Path, default=Path("."),
                         help="folder for ode_fixed_cost.json, or a .json file")
     args = parser.parse_args(argv)
@@ -167,7 +177,7 @@ def main(argv=None) -> int:
         "host": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version(),
         "load_average": list(os.getloadavg()),
         "model": str(args.model), "end": args.end, "points": args.points,
-        "path": "cpu" if args.cpu else "auto", "cli": cli, "imports": imports,
+        "path": "cpu" if args.cpu else ("gpu" if args.gpu else "auto"), "cli": cli, "imports": imports,
         "in_process": in_process, "libroadrunner": anchor or "not available",
         "ratios": {"warm_cli_vs_roadrunner_process": ratio(warm, anchor, "import_load_simulate"),
                    "in_process_vs_roadrunner_reset_simulate":
@@ -175,7 +185,8 @@ def main(argv=None) -> int:
         "targets": {"warm_cli_vs_roadrunner_process": 2.0,
                     "in_process_vs_roadrunner_reset_simulate": 2.0},
     }
-    out = args.out if args.out.suffix == ".json" else args.out / "ode_fixed_cost.json"
+    suffix = "_cpu" if args.cpu else ("_gpu" if args.gpu else "")
+    out = args.out if args.out.suffix == ".json" else args.out / f"ode_fixed_cost{suffix}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2))
     rr = anchor or {}
