@@ -81,13 +81,18 @@ def _quoted_lines(log: str, source: str, most: int = 10) -> list[str]:
 
 
 # -- the compiler and its flags -------------------------------------------------------
+_FOUND_COMPILERS: dict = {}
+
+
 def find_compiler() -> str | None:
-    """The C++ compiler: $CXX, else g++, c++ or clang++ from PATH; None if none."""
-    for name in (os.environ.get("CXX"), *_COMPILERS):
-        found = shutil.which(name) if name else None
-        if found:
-            return found
-    return None
+    """The C++ compiler: $CXX, else g++, c++ or clang++ from PATH; None if none.
+    Looked up once per ($CXX, $PATH): every run asks (model_cache.build_environment)."""
+    where = (os.environ.get("CXX"), os.environ.get("PATH"))
+    if where not in _FOUND_COMPILERS:
+        _FOUND_COMPILERS[where] = next(
+            (found for name in (where[0], *_COMPILERS) if name
+             for found in [shutil.which(name)] if found), None)
+    return _FOUND_COMPILERS[where]
 
 
 def require_compiler() -> str:

@@ -102,12 +102,12 @@ def device_label(device: Device | None) -> str:
 
 def host_free_memory() -> int:
     """Memory available to the CPU path: MemAvailable on Linux, else free pages."""
-    try:
-        with open("/proc/meminfo") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
+    try:  # one read and a search: every run asks, small ones notice a line-by-line parse
+        with open("/proc/meminfo", "rb") as meminfo:
+            text = meminfo.read()
+        at = text.index(b"MemAvailable:")
+        return int(text[at + 13:text.index(b"kB", at)]) * 1024
+    except (OSError, ValueError):
         pass
     try:
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
