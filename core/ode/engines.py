@@ -80,13 +80,13 @@ class LaunchConfig:
 
 
 def bytes_per_member(n_params: int, n_times: int, n_outputs: int, itemsize: int,
-                     bundled: bool, time_courses: bool = True) -> int:
+                     bundled: bool, time_courses: bool = True, history_reals: int = 0) -> int:
     """Device memory one member needs: its table column, its outputs (twice when the
     time courses are returned: the member-major copy), status, steps (and its
-    original index when bundled)."""
+    original index when bundled), and its delay() history ring (`history_reals`)."""
     copies = 2 if time_courses else 1
-    return ((n_params + copies * n_times * n_outputs) * itemsize + STATUS_BYTES
-            + STEPS_BYTES + (MEMBER_ID_BYTES if bundled else 0))
+    return ((n_params + copies * n_times * n_outputs + history_reals) * itemsize
+            + STATUS_BYTES + STEPS_BYTES + (MEMBER_ID_BYTES if bundled else 0))
 
 
 class GpuEngine:
