@@ -198,3 +198,23 @@ def test_the_history_nodes_option_keeps_its_bound():
     assert source_of(negative_feedback(), history_nodes=most).history_reals == most * 3
     with pytest.raises(OptionError, match="history-nodes"):
         source_of(negative_feedback(), history_nodes=most + 1)
+
+
+def test_the_ring_benchmark_runs_on_the_cpu_path(tmp_path, monkeypatch):
+    """benchmarks/ode_delay_ring.py (the lead's GPU figures) on the CPU path: every
+    row runs, its members are all ok and its batches cover them."""
+    needs_compiler()
+    import json
+    from pathlib import Path
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1]))
+    from benchmarks import ode_delay_ring
+
+    assert ode_delay_ring.main(["--members", "300", "--models", "negative_feedback",
+                                "--out", str(tmp_path)]) == 0
+    rows = json.loads((tmp_path / "ode_delay_ring.json").read_text())["rows"]
+    assert [r["history_nodes"] for r in rows] == ["default", 19114]
+    for row in rows:
+        assert row["status"] == {"ok": 300} and sum(row["batches"]) == 300
+        assert row["ring_bytes_per_member"] == (1024 if row["history_nodes"] == "default"
+                                                else 19114) * 24
