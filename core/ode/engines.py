@@ -17,8 +17,8 @@ where one is given, so that no pass over the time courses on the host remains.
 The launch arguments are those of templates/entry.cuh with the trajectory sink and
 the limits (templates/limits.cuh: a kernel that sets `limits`, as the ode backend's
 kernels/ode.cu does), and for a model with delay() the launch's history ring
-(templates/delay.cuh: `source.history_reals` per member, allocated with the other
-buffers and never read back).
+(templates/delay.cuh: `source.history_buffer_reals(b)` reals for b members,
+allocated with the other buffers and never read back).
 HostEngine is given the loaded host library by the backend (its host build and
 ctypes signature live with the backend's CPU path).
 """

@@ -18,7 +18,7 @@
   points take the launch's limits after first_member (max_interval_steps,
   time_limit_ns; limits.cuh). A model with delay() (`history`) takes one more last:
   `history`, the launch's ring of history nodes in global memory (delay.cuh; the
-  engine allocates n members' worth, delays.history_reals each).
+  engine allocates KernelSource.history_buffer_reals(n) reals).
 #}
 {% from "sbmlgpu.ode:entry_arguments.cuh" import kernel_arguments %}
 {% set with_limits = limits is defined and limits %}
