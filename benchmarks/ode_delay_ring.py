@@ -18,7 +18,9 @@ size, reserved by the driver for every resident thread), the ring's bytes per me
 and per run, the batches and the batch sizes that ran out of memory on the way
 (none expected: the planner counts the ring), the device's free memory before and
 after (what the process keeps), and statuses. JSON to DIR/ode_delay_ring.json (DIR:
---out, else $OUT, else .).
+--out, else $OUT, else .). The script runs on the code before the ring moved to
+global memory too (the same command at that commit: its largest-ring rows fail "out of
+memory" at launch on an H100, and its local bytes per thread are the ring's).
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ MODELS = {
 
 def one_row(net, name: str, taus: np.ndarray, end: float, history_nodes: int,
             device) -> dict:
-    from sbmlgpu.ode.delays import history_capacity, history_reals
+    from sbmlgpu.ode.delays import history_capacity  # (as before the ring moved: runs there too)
     from sbmlgpu.plugins.ode.backend import OdeBackend
     from sbmlgpu.plugins.ode.options import OdeOptions
     from sbmlgpu.profile import Profiler
@@ -93,7 +95,7 @@ def one_row(net, name: str, taus: np.ndarray, end: float, history_nodes: int,
     free_before = device.free_memory() if device is not None else None
     result, seconds, profiler, scheduler = run({"tau": taus})
     launches = [r for r in profiler.records if r.kernel.startswith("sbmlgpu_ode_")]
-    ring = history_reals(history_capacity(history_nodes, 1), 1) * 8  # one state
+    ring = history_capacity(history_nodes, 1) * 3 * 8  # one state: t, x, x' a node
     statuses, counts = np.unique(result.status, return_counts=True)
     return {
         "model": name, "members": len(taus), "history_nodes": history_nodes or "default",
