@@ -121,7 +121,7 @@ def test_rate_of_inside_delay_matches_the_reference():
     assert np.allclose(result.data[0], expected, rtol=1e-6, atol=1e-9)
 
 
-def test_the_history_ring_is_sized_for_the_gpu_thread():
+def test_the_history_ring_is_sized_per_member():
     from sbmlgpu.errors import OptionError
     from sbmlgpu.ode.delays import history_capacity
 
@@ -129,7 +129,7 @@ def test_the_history_ring_is_sized_for_the_gpu_thread():
     assert history_capacity(0, 40) == 64 * 1024 // (8 * 81)  # large ones: 64 KB
     assert history_capacity(300, 40) == 300
     with pytest.raises(OptionError, match="history-nodes"):
-        history_capacity(5000, 40)  # 3.2 MB: more than a thread's local memory
+        history_capacity(5000, 40)  # 3.2 MB: more than a member's ring may take
 
 
 def test_the_numpy_cpu_engine_refuses_delay_by_name():

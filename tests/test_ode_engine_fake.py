@@ -72,18 +72,22 @@ class HostBuild:
             from sbmlgpu.plugins.ode.native import host_kernel
 
             precision = "double" if self.real is np.float64 else "float"
+            # a delay() kernel takes the history ring last (its size: the engine's)
+            ring = int("ODE_HISTORY_NODES" in source)
             self.kernel = host_kernel(KernelSource("fake.cu", source, "", "", precision,
-                                                   0.0, 0.0, 0.0, "none"))
+                                                   0.0, 0.0, 0.0, "none", history_reals=ring))
 
     def run_raw(self, args):
         def ptr(a):
             return None if not isinstance(a, HostBuffer) else a.data.ctypes.data_as(ctypes.c_void_p)
 
         n, table, times, n_times, out, status, steps, *rest = args
-        rtol, atol, h0, max_step, dt, max_steps, seed, members, first, *limits = rest
+        rtol, atol, h0, max_step, dt, max_steps, seed, members, first, *rest = rest
+        limits = [int(v) for v in rest if not isinstance(v, HostBuffer)]
+        history = [ptr(v) for v in rest if isinstance(v, HostBuffer)]  # delay(): the ring
         self.kernel._run(int(n), ptr(table), ptr(times), int(n_times), ptr(out), ptr(status),
                          ptr(steps), rtol, atol, h0, max_step, dt, int(max_steps), int(seed),
-                         ptr(members), int(first), *(int(v) for v in limits))
+                         ptr(members), int(first), *limits, *history)
 
 
 def compile_for_host(device, source):

@@ -28,8 +28,8 @@ from ..errors import OptionError
 from ..ir import TIME
 from . import naming, sparse_lu
 from .atoms import use_symbol
-from .kernel_source import KernelSource
-from .delays import DEFAULT_HISTORY_NODES, KernelPrinter, history_capacity
+from .kernel_source import HISTORY_GROUP, KernelSource
+from .delays import DEFAULT_HISTORY_NODES, KernelPrinter, history_capacity, history_reals
 from .model import KernelModel
 from .sinks import TrajectorySink
 
@@ -308,6 +308,7 @@ def _delay_context(model: KernelModel, printer: CudaPrinter, history_nodes: int)
     return dict(
         history=bool(delayed),
         history_nodes=history_capacity(history_nodes, model.n_states) if delayed else 0,
+        history_group=HISTORY_GROUP,
         shortest_lag=model.shortest_lag if delayed else None,
         delayed_notes=[naming.comment(naming.sbml_text(e, names)) for e in delayed],
         body_delayed=[_function(_returning(e, printer, "delay()", f"delayed expression {k}"))
@@ -433,7 +434,8 @@ def generate(model: KernelModel, method: str, precision: str = "double", *,
         jacobian=context.jacobian,
         linear_algebra=("none" if method != "rodas4" else
                         f"sparse LU ({plan.nnz} entries)" if plan else "dense LU"),
-        fixed_values=context.fixed_values)
+        fixed_values=context.fixed_values,
+        history_reals=history_reals(context.values["history_nodes"], nx))
 
 
 def _step_flops(method: str, nx: int, rhs: float, model: KernelModel, jac_mode: str,

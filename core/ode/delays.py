@@ -28,25 +28,40 @@ from .kernel_source import DEFAULT_HISTORY_NODES  # noqa: F401 (its meaning is b
 #: DEFAULT_HISTORY_NODES, history nodes per member (templates/delay.cuh): 0 = as many as fit in
 #: AUTO_HISTORY_BYTES, at most AUTO_HISTORY_NODES. A ring, so only the span of the
 #: longest lag must fit (the suite's 01593 holds 100 events, two nodes each, within its
-#: lag of 1). On the GPU the ring is local memory, which the driver reserves for every
-#: thread that can be resident (~270,000 on an H100): 64 KB each is ~17 GB.
+#: lag of 1). The ring is global memory, one buffer per launch of members x
+#: history_reals (the engines allocate it; the batch planner counts it per member, so
+#: that a large ensemble is split into batches that fit rather than failing).
 AUTO_HISTORY_NODES = 1024
 AUTO_HISTORY_BYTES = 64 * 1024
-#: a GPU thread's local memory is at most 512 KB; the rest of its frame needs some
+#: a member's ring at most: the bound of the time the ring was a GPU thread's local
+#: memory (512 KB, less the rest of the frame), kept so that --history-nodes accepts
+#: what it accepted; in global memory it still bounds a batch's ring (100,000 members
+#: at 448 KB are 45 GB)
 MAX_HISTORY_BYTES = 448 * 1024
+
+
+def node_reals(n_states: int) -> int:
+    """Reals of one history node: t, x and dx/dt (ODE_HISTORY_WIDTH; a model without
+    states has ODE_NX = 1)."""
+    return 1 + 2 * max(n_states, 1)
 
 
 def history_capacity(requested: int, n_states: int) -> int:
     """The ring's nodes for `requested` (0: automatic) and a model of `n_states`;
-    OptionError where the ring would not fit in a GPU thread's local memory."""
-    per_node = 8 * (1 + 2 * max(n_states, 1))  # t, x, dx/dt in double
+    OptionError where a member's ring would exceed MAX_HISTORY_BYTES."""
+    per_node = 8 * node_reals(n_states)  # in double
     nodes = int(requested) or max(16, min(AUTO_HISTORY_NODES, AUTO_HISTORY_BYTES // per_node))
     if nodes * per_node > MAX_HISTORY_BYTES:
         raise OptionError("history-nodes", f"{nodes} nodes of {per_node} bytes ({n_states} "
                                            f"states) exceed the {MAX_HISTORY_BYTES // 1024} KB "
-                                           f"of a GPU thread's local memory: at most "
+                                           f"a member's history may take: at most "
                                            f"{MAX_HISTORY_BYTES // per_node}")
     return nodes
+
+
+def history_reals(nodes: int, n_states: int) -> int:
+    """Reals of one member's ring in the launch's history buffer (0: no delay())."""
+    return int(nodes) * node_reals(n_states) if nodes else 0
 
 
 NEUTRAL = ("delay() of a rateOf whose rates contain that same delay() (a neutral delay "

@@ -16,7 +16,9 @@ where one is given, so that no pass over the time courses on the host remains.
 
 The launch arguments are those of templates/entry.cuh with the trajectory sink and
 the limits (templates/limits.cuh: a kernel that sets `limits`, as the ode backend's
-kernels/ode.cu does).
+kernels/ode.cu does), and for a model with delay() the launch's history ring
+(templates/delay.cuh: `source.history_buffer_reals(b)` reals for b members,
+allocated with the other buffers and never read back).
 HostEngine is given the loaded host library by the backend (its host build and
 ctypes signature live with the backend's CPU path).
 """
@@ -78,13 +80,13 @@ class LaunchConfig:
 
 
 def bytes_per_member(n_params: int, n_times: int, n_outputs: int, itemsize: int,
-                     bundled: bool, time_courses: bool = True) -> int:
+                     bundled: bool, time_courses: bool = True, history_reals: int = 0) -> int:
     """Device memory one member needs: its table column, its outputs (twice when the
     time courses are returned: the member-major copy), status, steps (and its
-    original index when bundled)."""
+    original index when bundled), and its delay() history ring (`history_reals`)."""
     copies = 2 if time_courses else 1
-    return ((n_params + copies * n_times * n_outputs) * itemsize + STATUS_BYTES
-            + STEPS_BYTES + (MEMBER_ID_BYTES if bundled else 0))
+    return ((n_params + copies * n_times * n_outputs + history_reals) * itemsize
+            + STATUS_BYTES + STEPS_BYTES + (MEMBER_ID_BYTES if bundled else 0))
 
 
 class GpuEngine:
@@ -154,6 +156,9 @@ class GpuEngine:
                 steps_buf = keep(device.alloc(b * STEPS_BYTES))
                 members_arg = (keep(device.to_device(np.asarray(members, dtype=np.uint64)))
                                if members is not None else np.uintp(0))
+                # delay(): the members' history nodes (written before they are read)
+                history = ([keep(device.alloc(self.source.history_buffer_reals(b) * size))]
+                           if self.source.history_reals else [])
             block = config.block_size
             grid = (b + block - 1) // block
             args = [np.int64(b), table_buf, times_buf, np.int32(len(times)), out_buf,
@@ -161,7 +166,8 @@ class GpuEngine:
                     real(config.h0), real(config.max_step), real(config.dt),
                     np.int64(config.max_steps), np.uint64(config.seed & (2**64 - 1)),
                     members_arg, np.uint64(first_member),
-                    np.int64(config.max_interval_steps), np.int64(config.time_limit_ns)]
+                    np.int64(config.max_interval_steps), np.int64(config.time_limit_ns),
+                    *history]
             start = profiler.clock() if profiler is not None else None
             timing = kernel.launch((grid,), (block,), args)
             status = device.from_device(status_buf, (b,), np.int8)

@@ -12,6 +12,9 @@ import numpy as np
 #: history nodes per member of a model with delay() (0: chosen by size; delays.py
 #: says how); here rather than in delays.py so that the options need no sympy
 DEFAULT_HISTORY_NODES = 0
+#: members per block of a launch's delay() history buffer (templates/delay.cuh's
+#: ODE_HISTORY_GROUP: a warp, whose lanes then read one contiguous run)
+HISTORY_GROUP = 32
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,14 @@ class KernelSource:
     #: values of the fixed parameters the kernel reads at launch (fixed_slots): they
     #: travel after the output times in the times argument (launch_times)
     fixed_values: tuple[float, ...] = ()
+    #: reals of one member's delay() history ring (delays.history_reals; 0: no
+    #: delay()): the engine allocates a launch's members' worth and passes it last
+    history_reals: int = 0
+
+    def history_buffer_reals(self, n_members: int) -> int:
+        """Reals of a launch's history buffer for `n_members` (whole blocks of
+        HISTORY_GROUP members: delay.cuh's layout); 0 without delay()."""
+        return -(-int(n_members) // HISTORY_GROUP) * HISTORY_GROUP * self.history_reals
 
     def launch_times(self, times) -> np.ndarray:
         """The times argument of a launch: the output times, then fixed_values

@@ -48,6 +48,8 @@ class HostKernel:
                       pointer, real, real, real, real, real, ctypes.c_longlong,
                       ctypes.c_ulonglong, pointer, ctypes.c_ulonglong,
                       ctypes.c_longlong, ctypes.c_longlong]  # the limits (limits.cuh)
+        if source.history_reals:  # delay(): the members' ring of history nodes (delay.cuh)
+            f.argtypes.append(pointer)
         f.restype = ctypes.c_int
         self._run = f
         size = self._lib.sbmlgpu_ode_host_real_size()
@@ -56,9 +58,13 @@ class HostKernel:
                               f"expected {np.dtype(self.dtype).itemsize}")
 
     def run(self, table: np.ndarray, times: np.ndarray, n_outputs: int, config: dict,
-            members: np.ndarray | None = None, first_member: int = 0):
+            members: np.ndarray | None = None, first_member: int = 0,
+            history: np.ndarray | None = None):
         """table: (varied, n) parameter columns. Returns (out (times, outputs, n),
-        status (n,) int8, steps (n,) int32)."""
+        status (n,) int8, steps (n,) int32). `history`: a delay() kernel's ring for
+        the n members (source.history_buffer_reals(n) reals of the real type, laid
+        out as templates/delay.cuh says; default: a new one), which the caller may
+        read afterwards."""
         table = np.ascontiguousarray(table, dtype=self.dtype)
         n = table.shape[1] if table.ndim == 2 and table.shape[0] else int(config["n"])
         times = np.ascontiguousarray(times, dtype=self.dtype)
@@ -69,6 +75,18 @@ class HostKernel:
         steps = np.empty(n, dtype=np.int32)
         if members is not None:
             members = np.ascontiguousarray(members, dtype=np.uint64)
+        # delay(): n members' history nodes, laid out as on the GPU (written before read)
+        ring = None
+        if self.source.history_reals and n:
+            ring = history if history is not None else \
+                np.empty(self.source.history_buffer_reals(n), dtype=self.dtype)
+            if ring.dtype != self.dtype or not ring.flags.c_contiguous \
+                    or ring.size < self.source.history_buffer_reals(n):
+                raise DeviceError(f"{self.source.name}: the history ring for {n} members "
+                                  f"needs {self.source.history_buffer_reals(n)} contiguous "
+                                  f"{np.dtype(self.dtype).name}, got {ring.size} "
+                                  f"{ring.dtype.name}")
+        ring_arg = (_ptr(ring),) if ring is not None else ()  # `ring` lives past the call
         if n:
             self._run(n, _ptr(table) if table.size else None, _ptr(launch_times), len(times),
                       _ptr(out), _ptr(status), _ptr(steps), config["rtol"], config["atol"],
@@ -76,7 +94,7 @@ class HostKernel:
                       int(config["seed"]) & (2**64 - 1),
                       None if members is None else _ptr(members), int(first_member),
                       int(config.get("max_interval_steps", 0)),
-                      int(config.get("time_limit_ns", 0)))
+                      int(config.get("time_limit_ns", 0)), *ring_arg)
         return out, status, steps
 
 

@@ -94,8 +94,9 @@ class OdeOptions(BackendOptions):
                                 maximum=1 << 14)
     history_nodes: int = option(DEFAULT_HISTORY_NODES,
                                 "models with delay(): (t, x, dx/dt) nodes of the past kept "
-                                "per member (a ring, in GPU local memory: 8 (1 + 2 states) "
-                                "bytes each, at most 448 KB); a member whose look-up needs "
+                                "per member (a ring in global memory, counted per member "
+                                "when batches are sized: 8 (1 + 2 states) bytes each, at "
+                                "most 448 KB); a member whose look-up needs "
                                 "an overwritten node fails: raise it for long lags or many "
                                 "events within a lag [default 0: 1024, fewer where they "
                                 "would take more than 64 KB]", minimum=0, maximum=1 << 20)

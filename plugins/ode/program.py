@@ -7,7 +7,8 @@
    members run first; their step counts train the bundling predictor and their
    outputs fix the histogram ranges of the on-device quantiles.
 3. The ensemble runs through the scheduler's batch planner (memory per member: its
-   table column, its outputs, status and steps), in bundled order if bundling is on;
+   table column, its outputs, status and steps; a delay() model's history ring), in
+   bundled order if bundling is on;
    results go back to the original order (a bundled batch of a contiguous range of
    members, e.g. the whole ensemble in one batch, is written in member order by the
    kernel itself: `_first_member`). Full time courses are written batch by batch
@@ -204,10 +205,12 @@ class OdeProgram(Program):
 
         def memory(time_courses: bool, bundled: bool) -> BatchMemory:
             per_member = bytes_per_member(len(varied), len(times), len(outputs), itemsize,
-                                          bundled, time_courses=time_courses and reduce is None) \
+                                          bundled, time_courses=time_courses and reduce is None,
+                                          history_reals=source.history_reals) \
                 + (8 * len(reduce.names) if reduce is not None else 0)
             fixed = (0 if time_courses else cols * (6 * 8 + 4 * o.quantile_bins + 16)) \
-                + len(times) * itemsize
+                + len(times) * itemsize \
+                + source.history_buffer_reals(1) * itemsize  # delay(): a last block's padding
             return BatchMemory(per_member, fixed, WARP if bundled else 1)
 
         pilot = reason is None or task.summary

@@ -16,20 +16,24 @@
   Context: `sink` (sbmlgpu.ode.sinks), method, np, block_size, varied, fixed, and
   `limits` where a backend's kernel sets it (the ode backend's): then both entry
   points take the launch's limits after first_member (max_interval_steps,
-  time_limit_ns; limits.cuh).
+  time_limit_ns; limits.cuh). A model with delay() (`history`) takes one more last:
+  `history`, the launch's ring of history nodes in global memory (delay.cuh; the
+  engine allocates KernelSource.history_buffer_reals(n) reals).
 #}
 {% from "sbmlgpu.ode:entry_arguments.cuh" import kernel_arguments %}
 {% set with_limits = limits is defined and limits %}
+{% set ring = ", history" if history else "" %}
 /* ---- entry points ---------------------------------------------------------------- */
 SBMLGPU_HD void ode_member(long long i, long long n, const real_t* __restrict__ table,
                            const real_t* __restrict__ times, int n_times, const ode_sink sink,
                            signed char* __restrict__ status, int* __restrict__ steps,
-                           const ode_config cfg, unsigned long long member)
+                           const ode_config cfg, unsigned long long member{% if history %},
+                           real_t* __restrict__ history{% endif %})
 {
 {% if history %}
-    ode_params_with_history P;  /* p, then the member's delay() history (delay.cuh) */
+    ode_params_with_history P;  /* p, then where the member's delay() history is (delay.cuh) */
     real_t* p = P.p;
-    ode_history_init(&P.history, times[0]);
+    ode_history_init(&P.history, times[0], history, i);
 {% else %}
     real_t p[ODE_NP];
 {% endif %}
@@ -49,7 +53,7 @@ SBMLGPU_HD void ode_member(long long i, long long n, const real_t* __restrict__ 
 
 #ifdef __CUDACC__
 extern "C" __global__ void __launch_bounds__({{ block_size }})
-{{ sink.entry }}_{{ method }}({{ kernel_arguments(sink, with_limits) }})
+{{ sink.entry }}_{{ method }}({{ kernel_arguments(sink, with_limits, history) }})
 {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
@@ -64,7 +68,7 @@ extern "C" __global__ void __launch_bounds__({{ block_size }})
 {% if sink.locals %}
     {{ sink.locals }}
 {% endif %}
-    ode_member(i, n, table, times, n_times, {{ sink.make }}, status, steps, cfg, member);
+    ode_member(i, n, table, times, n_times, {{ sink.make }}, status, steps, cfg, member{{ ring }});
 }
 #endif
 
@@ -77,7 +81,8 @@ extern "C" int {{ sink.entry }}_host(long long n, const real_t* table, const rea
                                 real_t dt, long long max_steps, unsigned long long seed,
                                 const unsigned long long* members,
                                 unsigned long long first_member{% if with_limits %},
-                                long long max_interval_steps, long long time_limit_ns{% endif %})
+                                long long max_interval_steps, long long time_limit_ns{% endif %}{% if history %},
+                                real_t* history{% endif %})
 {
 {% if with_limits %}
     const ode_config cfg = ode_with_limits(
@@ -96,7 +101,7 @@ extern "C" int {{ sink.entry }}_host(long long n, const real_t* table, const rea
 {% if sink.locals %}
         {{ sink.locals }}
 {% endif %}
-        ode_member(i, n, table, times, n_times, {{ sink.make }}, status, steps, cfg, member);
+        ode_member(i, n, table, times, n_times, {{ sink.make }}, status, steps, cfg, member{{ ring }});
     }
     return 0;
 }

@@ -5,9 +5,10 @@
   kernel with its own body (the dbn backend's heterogeneous kernel) takes the same
   list, so that one launch serves both. With `limits` (the ode backend's kernel) two
   more follow: the steps per output interval and the member's wall time in ns
-  (limits.cuh; 0: no limit).
+  (limits.cuh; 0: no limit). With `history` (a model with delay()) the launch's ring
+  of history nodes follows last (delay.cuh).
 #}
-{% macro kernel_arguments(sink, limits=false) -%}
+{% macro kernel_arguments(sink, limits=false, history=false) -%}
 long long n, const real_t* __restrict__ table,
                          const real_t* __restrict__ times, int n_times,
                          {{ sink.params }}, signed char* __restrict__ status,
@@ -18,5 +19,8 @@ long long n, const real_t* __restrict__ table,
                          unsigned long long first_member
 {%- if limits %},
                          long long max_interval_steps, long long time_limit_ns
+{%- endif %}
+{%- if history %},
+                         real_t* __restrict__ history
 {%- endif %}
 {%- endmacro %}
