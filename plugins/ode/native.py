@@ -44,12 +44,15 @@ class HostKernel:
         self._lib = library
         f = self._lib.sbmlgpu_ode_host
         pointer = ctypes.c_void_p
-        f.argtypes = [ctypes.c_longlong, pointer, pointer, ctypes.c_int, pointer, pointer,
+        argtypes = [ctypes.c_longlong, pointer, pointer, ctypes.c_int, pointer, pointer,
                       pointer, real, real, real, real, real, ctypes.c_longlong,
                       ctypes.c_ulonglong, pointer, ctypes.c_ulonglong,
                       ctypes.c_longlong, ctypes.c_longlong]  # the limits (limits.cuh)
         if source.history_reals:  # delay(): the members' ring of history nodes (delay.cuh)
-            f.argtypes.append(pointer)
+            argtypes.append(pointer)
+        # set once, whole: ctypes reads the converters at assignment (an argument appended
+        # to f.argtypes later has none, and an int address would pass as a C int)
+        f.argtypes = argtypes
         f.restype = ctypes.c_int
         self._run = f
         size = self._lib.sbmlgpu_ode_host_real_size()
