@@ -19,6 +19,8 @@ cached for the runs below):
 - `one_pass`: the per-interval limit (default 20,000), one pass.
 - `device_pass`: two passes (--pass-steps 10,000), the second on the GPU whatever its
   size (plugins/ode/host_pass.py's HOST_MEMBERS_PER_CORE set to 0): last round's default.
+- `host_pass`: two passes, the second on the host's cores whatever its size
+  (HOST_MEMBERS_PER_CORE set very high): with `device_pass`, what the rule weighs.
 - `default`: the defaults: two passes, the second on the host's cores where it has at
   most HOST_MEMBERS_PER_CORE members per core, else on the GPU.
 - `time_limit`: the defaults and --member-time-limit.
@@ -26,10 +28,11 @@ cached for the runs below):
 Reported per run: wall time, kernel time, members/s, statuses, the slowest member's
 steps and seconds (`slowest_member`: its own seconds where it ran on a host thread,
 else its launch's), the members each limit stopped, each pass's wall time and where
-the second ran; and how `default` and `device_pass` compare with `one_pass` member for
-member (statuses and steps equal; values equal on the device, within the rounding of
-the host build where the host ran the second pass). JSON to DIR/ode_stalls.json (DIR:
---out, else $OUT, else .), rewritten after every run.
+the second ran and its members' steps (max, mean, sum: what the rule weighs); and how
+`default`, `device_pass` and `host_pass` compare with `one_pass` member for member
+(statuses equal; values equal on the device, within the rounding of the host build
+where the host ran the second pass). JSON to DIR/ode_stalls.json (DIR: --out, else
+$OUT, else .), rewritten after every run.
 
 On the H100 (the lead's command):
     python3 benchmarks/ode_stalls.py --n 1000,100000 --skip-before --out $OUT
@@ -54,29 +57,31 @@ from ode_petab import (ATOL, DEFAULT_ROOT, POINTS, RTOL, end_time,  # noqa: E402
                        parameter_sets, petab_problem)
 
 DEFAULT_MODELS = "Elowitz_Nature2000,SalazarCavazos_MBoC2020"
-RUNS = ("before", "one_pass", "device_pass", "default", "time_limit")
+RUNS = ("before", "one_pass", "device_pass", "host_pass", "default", "time_limit")
 #: the runs compared with one_pass member for member
-COMPARED = ("device_pass", "default")
+COMPARED = ("device_pass", "host_pass", "default")
+#: HOST_MEMBERS_PER_CORE for the runs that force where the second pass runs
+FORCED = {"device_pass": 0, "host_pass": 10**9}
 
 
 def runs(time_limit: float, skip_before: bool, chosen=RUNS) -> dict[str, dict]:
-    """{run name: its ode options beyond the tolerances}; `device_pass` is `default`
-    with the second pass kept on the device (see measure)."""
+    """{run name: its ode options beyond the tolerances}; `device_pass` and `host_pass`
+    are `default` with the second pass kept on the device or the host (FORCED)."""
     out = {"before": {"pass_steps": 0, "max_steps_per_interval": 0},
-           "one_pass": {"pass_steps": 0}, "device_pass": {}, "default": {},
+           "one_pass": {"pass_steps": 0}, "device_pass": {}, "host_pass": {}, "default": {},
            "time_limit": {"member_time_limit": time_limit}}
     return {k: v for k, v in out.items()
             if k in chosen and not (skip_before and k == "before")}
 
 
 @contextmanager
-def second_pass_on_the_device(yes: bool):
-    """host_pass's rule made to say "device" for every second pass, while `yes`."""
+def second_pass_rule(per_core: int | None):
+    """host_pass's HOST_MEMBERS_PER_CORE set to `per_core` (None: left alone)."""
     from sbmlgpu.plugins.ode import host_pass
 
     kept = host_pass.HOST_MEMBERS_PER_CORE
-    if yes:
-        host_pass.HOST_MEMBERS_PER_CORE = 0
+    if per_core is not None:
+        host_pass.HOST_MEMBERS_PER_CORE = per_core
     try:
         yield
     finally:
@@ -120,6 +125,7 @@ def measure(network, times, sets, options, device) -> tuple[dict, object]:
         "limit_members": {name: v["count"] for name, v in meta.get("limit_members", {}).items()},
         "first_pass_seconds": meta.get("first_pass_seconds"),
         "second_pass_members": meta.get("second_pass_members"),
+        "second_pass_steps": meta.get("second_pass_steps"),
         "second_pass_seconds": meta.get("second_pass_seconds"),
         "second_pass_where": meta.get("second_pass_where"),
         "second_pass_threads": meta.get("second_pass_threads"),
@@ -142,7 +148,7 @@ def run_model(folder: Path, n: int, args, device, save) -> dict:
     results = {}
     chosen = args.runs.split(",") if args.runs else RUNS
     for name, extra in runs(args.member_time_limit, args.skip_before, chosen).items():
-        with second_pass_on_the_device(name == "device_pass"):
+        with second_pass_rule(FORCED.get(name)):
             row[name], results[name] = measure(network, times, sets, {**base, **extra},
                                                device)
         print(f"{folder.name:<34}{n:>8}{name:>12}{row[name]['wall_s']:>9.2f} s"

@@ -219,8 +219,8 @@ def test_on_the_gpu_slow_members_run_on_the_host_and_sooner(model, gpu_device,  
     from sbmlgpu.api import run
     from sbmlgpu.plugins.ode import host_pass
 
-    # two members of ~6e5 and ~9e5 steps (~0.03 k per output interval)
-    k = np.concatenate([10 ** np.random.default_rng(3).uniform(0, 3, 4000), [2e6, 3e6]])
+    # two members of ~3e5 and ~6e5 steps (~0.03 k per output interval)
+    k = np.concatenate([10 ** np.random.default_rng(3).uniform(0, 3, 4000), [1e6, 2e6]])
 
     def gpu(**options):
         return run(model, "ode", times=TIMES, parameters={"k": k}, seed=5, progress=False,

@@ -65,10 +65,20 @@ def metadata(options: OdeOptions, status: np.ndarray, steps: np.ndarray, second)
         "slowest_member": _slowest(slowest, steps, second),
         "first_pass_seconds": second.first_seconds,
         "second_pass_members": int(len(second.rerun)),
+        # what host_pass's rule weighs: the GPU takes the longest member's time, the
+        # host about the members' total over its cores
+        "second_pass_steps": _step_totals(steps, second.rerun),
         "second_pass_seconds": second.seconds,
         "second_pass_where": second.where or None,
         "second_pass_threads": second.threads or None,
     }
+
+
+def _step_totals(steps: np.ndarray, members: np.ndarray) -> dict | None:
+    if not len(members) or not steps.size:
+        return None
+    taken = steps[members].astype(np.int64)
+    return {"max": int(taken.max()), "mean": float(taken.mean()), "sum": int(taken.sum())}
 
 
 def _slowest(member: int | None, steps: np.ndarray, second) -> dict | None:
