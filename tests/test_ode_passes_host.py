@@ -14,14 +14,22 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import sbmlgpu
 from sbmlgpu.results import Status
 
 from .fakes import FakeDevice
+from .ode_helpers import needs_compiler
 from .test_ode_engine_fake import compile_for_host
-from .test_ode_limits import TIMES, model  # noqa: F401 (a fixture)
+from .test_ode_limits import STIFF, TIMES
 
 K = 10 ** np.random.default_rng(7).uniform(0, 5, 400)  # ~20 to ~3e4 steps
 PASS_STEPS = 3000  # ~1e5 < k: a few dozen members past it
+
+
+@pytest.fixture(scope="module")
+def model():
+    needs_compiler()
+    return sbmlgpu.load(STIFF)
 
 
 class Spy:
@@ -55,7 +63,7 @@ class Spy:
         monkeypatch.setattr(host_pass, "for_run", made)
 
 
-def fake_gpu(model, k=K, *, summary=False, **options):  # noqa: F811 (the fixture)
+def fake_gpu(network, k=K, *, summary=False, **options):
     from sbmlgpu.plugins.ode.backend import OdeBackend
     from sbmlgpu.plugins.ode.options import OdeOptions
     from sbmlgpu.schedule import Scheduler
@@ -63,7 +71,7 @@ def fake_gpu(model, k=K, *, summary=False, **options):  # noqa: F811 (the fixtur
 
     device = FakeDevice(compile=compile_for_host)
     options = OdeOptions(**{"method": "dopri5", "pilot_size": 32, **options}).validate()
-    program = OdeBackend().compile(model, options, device)
+    program = OdeBackend().compile(network, options, device)
     task = TimeCourse(times=TIMES, parameters={"k": np.asarray(k, float)}, seed=5,
                       summary=summary, progress=False)
     result = program.run(task, Scheduler(devices=[device], progress=False))
@@ -71,11 +79,11 @@ def fake_gpu(model, k=K, *, summary=False, **options):  # noqa: F811 (the fixtur
 
 
 @pytest.fixture(scope="module")
-def one_pass(model):  # noqa: F811
+def one_pass(model):
     return fake_gpu(model, pass_steps=0)
 
 
-def test_few_slow_members_run_on_host_threads_equal_to_one_pass(model, one_pass,  # noqa: F811
+def test_few_slow_members_run_on_host_threads_equal_to_one_pass(model, one_pass,
                                                                 monkeypatch):
     from sbmlgpu.plugins.ode import host_pass
 
@@ -104,7 +112,7 @@ def test_few_slow_members_run_on_host_threads_equal_to_one_pass(model, one_pass,
     assert 0 < meta["first_pass_seconds"] < meta["wall_seconds"]
 
 
-def test_many_slow_members_stay_on_the_device(model, one_pass, monkeypatch):  # noqa: F811
+def test_many_slow_members_stay_on_the_device(model, one_pass, monkeypatch):
     from sbmlgpu.plugins.ode import host_pass
 
     monkeypatch.setattr(host_pass, "HOST_MEMBERS_PER_CORE", 0)  # the rule says: device
@@ -131,7 +139,7 @@ def test_the_rule_counts_members_against_cores(monkeypatch):
     assert not host.takes(16 * HOST_MEMBERS_PER_CORE + 1) and not host.takes(0)
 
 
-def test_a_failed_host_build_leaves_the_pass_to_the_device(model, one_pass,  # noqa: F811
+def test_a_failed_host_build_leaves_the_pass_to_the_device(model, one_pass,
                                                             monkeypatch, caplog):
     from sbmlgpu.errors import DeviceError
     from sbmlgpu.plugins.ode import host_pass
@@ -151,7 +159,7 @@ def test_a_failed_host_build_leaves_the_pass_to_the_device(model, one_pass,  # n
     assert np.array_equal(two.data, one.data)
 
 
-def test_a_summary_folds_the_host_pass_in(model, monkeypatch):  # noqa: F811
+def test_a_summary_folds_the_host_pass_in(model, monkeypatch):
     # the fake device does not run the summary kernels (their statistics are not
     # numbers to compare): the counts, from the statuses, are
     from sbmlgpu.plugins.ode import host_pass
@@ -166,7 +174,7 @@ def test_a_summary_folds_the_host_pass_in(model, monkeypatch):  # noqa: F811
         (one.summary.n_used, one.summary.n_excluded)
 
 
-def test_the_host_build_starts_early_only_where_no_pilot_will_tell(model, monkeypatch):  # noqa: F811,E501
+def test_the_host_build_starts_early_only_where_no_pilot_will_tell(model, monkeypatch):
     from sbmlgpu.plugins.ode import host_pass
 
     spy = Spy(monkeypatch)
@@ -178,7 +186,7 @@ def test_the_host_build_starts_early_only_where_no_pilot_will_tell(model, monkey
     assert 20 < host_pass.EARLY_BUILD_MIN_MEMBERS <= 200
 
 
-def test_on_the_cpu_path_nothing_changes(model):  # noqa: F811
+def test_on_the_cpu_path_nothing_changes(model):
     from .test_ode_limits import simulate
 
     result, program, scheduler = simulate(model, K, pass_steps=PASS_STEPS)
@@ -189,7 +197,7 @@ def test_on_the_cpu_path_nothing_changes(model):  # noqa: F811
     assert meta["slowest_member"]["seconds_are"] == "its launch's wall time (an upper bound)"
 
 
-def test_a_long_pass_says_so_once_on_stderr(model, monkeypatch, capsys):  # noqa: F811
+def test_a_long_pass_says_so_once_on_stderr(model, monkeypatch, capsys):
     from sbmlgpu.plugins.ode import passes
 
     from .test_ode_limits import simulate
@@ -202,7 +210,7 @@ def test_a_long_pass_says_so_once_on_stderr(model, monkeypatch, capsys):  # noqa
     assert "members left" in lines[0] and "--member-time-limit SECONDS" in lines[0]
 
 
-def test_a_short_run_says_nothing(model, capsys):  # noqa: F811
+def test_a_short_run_says_nothing(model, capsys):
     from .test_ode_limits import simulate
 
     simulate(model, K[:50], pass_steps=PASS_STEPS)
@@ -210,7 +218,7 @@ def test_a_short_run_says_nothing(model, capsys):  # noqa: F811
 
 
 @pytest.mark.gpu
-def test_on_the_gpu_slow_members_run_on_the_host_and_sooner(model, gpu_device,  # noqa: F811
+def test_on_the_gpu_slow_members_run_on_the_host_and_sooner(model, gpu_device,
                                                              monkeypatch):
     """On the GPU: a few members of ~10^6 dopri5 steps run on host threads by default
     (second_pass_where "host"), equal to a one-pass GPU run within the GPU-vs-host

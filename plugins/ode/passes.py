@@ -159,9 +159,11 @@ def _on_host(host, paused: np.ndarray, job: EnsembleJob, note: "LongPassNote",
                         desc=f"{job.desc} (second pass on {threads} host threads: "
                              f"{len(paused):,} members past {report.pass_steps:,} steps)")
     done = [0]
+    lock = threading.Lock()
 
-    def advance(k: int) -> None:
-        done[0] += k
+    def advance(k: int) -> None:  # from the host pass's threads
+        with lock:
+            done[0] += k
         progress.advance(k)
 
     try:
