@@ -39,7 +39,6 @@ import logging
 import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -132,6 +131,8 @@ class HostSecondPass:
     def run(self, members: np.ndarray, done=None) -> HostPassResult | None:
         """`members` (ids) integrated with the full budget on a pool of host threads;
         `done(k)` is called as k more members finish. None when the build failed."""
+        from concurrent.futures import ThreadPoolExecutor  # only when the pass runs here
+
         kernel = self.kernel()
         if kernel is None:
             return None
