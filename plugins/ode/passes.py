@@ -42,6 +42,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from sbmlgpu.profile import phase
 from sbmlgpu.results import Status
 from sbmlgpu.schedule.ensemble import (EnsembleJob, EnsembleOutcome, MemberBatch,
                                        MemberResults, run_ensemble)
@@ -136,7 +137,8 @@ def run_in_passes(job: EnsembleJob, scheduler, profiler, budget: StepBudget,
     started = time.perf_counter()
     again = None
     if host is not None and not distributed and host.takes(len(paused)):
-        again = _on_host(host, paused, job, note, report)
+        with phase(profiler, "second pass on host threads"):
+            again = _on_host(host, paused, job, note, report)
     if again is None:
         clock = MemberClock(seconds)
         second = replace(_second_pass(job, paused, clock.wrap(rerun), budget),
