@@ -13,19 +13,18 @@ cores. The GPU runs the m members at once, in the time of the slowest, ~r T (T: 
 member's time on a core, r the ratio of a GPU thread's step to a core's, ~30 for
 Elowitz); the host, one member per core at a time, in about (m / cores) T for members
 of alike length. So the host is faster while m / cores < r; HOST_MEMBERS_PER_CORE = 8
-#: an ensemble without a pilot starts the host build with its first pass from this size
-EARLY_BUILD_MIN_MEMBERS = 64
 leaves a factor of ~4 for members of unequal length and models where r is smaller.
 
-The host build compiles (g++, seconds; cached on disk per kernel text) in a thread that
-starts as soon as slow members are likely (`start_build`): when a launch, the pilot
-first, returns members past --pass-steps (passes.MemberClock), and at the start of an
-ensemble of EARLY_BUILD_MIN_MEMBERS or more that has no pilot to tell (its first pass
-is then one launch or a few: waiting for it would add the build to the run). Members run one
-per ctypes call (GIL released) on a pool of one thread per core: the pool takes the next
-member as one finishes, as OpenMP's dynamic schedule does, and each member's wall time
-is measured (the metadata's slowest member's seconds). A build that fails leaves the
-pass to the GPU (`run` returns None).
+The host build (g++; here 0.35 s for Elowitz's rodas4 kernel, 1.6 s for
+SalazarCavazos_MBoC2020's 75 states; cached on disk per kernel text) runs in a thread
+that starts as soon as slow members are likely (`start_build`): when a launch, the
+pilot first, returns members past --pass-steps (passes.MemberClock), and at the start
+of an ensemble of EARLY_BUILD_MIN_MEMBERS or more that has no pilot to tell (its first
+pass is then one launch or a few: waiting for it would add the build to the run).
+Members run one per ctypes call (GIL released) on a pool of one thread per core: the
+pool takes the next member as one finishes, as OpenMP's dynamic schedule does, and
+each member's wall time is measured (the metadata's slowest member's seconds). A build
+that fails leaves the pass to the GPU (`run` returns None).
 
 Results equal the GPU's second pass up to the rounding of the host compiler (the CPU
 and GPU builds of one kernel text: the tolerance tests/test_ode_gpu.py uses); a member's
