@@ -129,6 +129,7 @@ def measure(network, times, sets, options, device) -> tuple[dict, object]:
         "second_pass_seconds": meta.get("second_pass_seconds"),
         "second_pass_where": meta.get("second_pass_where"),
         "second_pass_threads": meta.get("second_pass_threads"),
+        "later_passes": meta.get("later_passes"),
         "method": meta.get("method"), "limits": meta.get("limits"),
     }, result
 

@@ -113,22 +113,55 @@ def test_few_slow_members_run_on_host_threads_equal_to_one_pass(model, one_pass,
 
 
 def test_many_slow_members_stay_on_the_device(model, one_pass, monkeypatch):
-    from sbmlgpu.plugins.ode import host_pass
+    from sbmlgpu.plugins.ode import host_pass, passes
 
     monkeypatch.setattr(host_pass, "HOST_MEMBERS_PER_CORE", 0)  # the rule says: device
     spy = Spy(monkeypatch)
     one, one_program = one_pass
     two, two_program = fake_gpu(model, pass_steps=PASS_STEPS)
+    middle = passes.MIDDLE_PASS_FACTOR * PASS_STEPS
     slow = int((one_program.last_steps > PASS_STEPS).sum())
-    assert two.metadata["second_pass_where"] == "device"
-    assert two.metadata["second_pass_threads"] is None
-    assert spy.host_runs == [] and sum(spy.gpu_members) == 32 + len(K) + slow
+    tail = int((one_program.last_steps > middle).sum())
+    meta = two.metadata
+    assert meta["second_pass_where"] == "device"
+    assert meta["second_pass_threads"] is None
+    # a middle pass on the device with 10x the budget, then the tail (if any) there too
+    assert meta["later_passes"][0]["max_steps"] == middle
+    assert meta["later_passes"][0]["members"] == slow
+    assert [p["members"] for p in meta["later_passes"][1:]] == ([tail] if tail else [])
+    assert spy.host_runs == [] and sum(spy.gpu_members) == 32 + len(K) + slow + tail
     assert np.array_equal(two.status, one.status)
+    assert np.array_equal(two_program.last_steps, one_program.last_steps)
     assert np.array_equal(two.data, one.data)
-    # the slowest member's seconds are its second-pass launch's, an upper bound
-    slowest = two.metadata["slowest_member"]
+    # the slowest member's seconds are its launch's, an upper bound
+    slowest = meta["slowest_member"]
     assert slowest["seconds_are"] == "its launch's wall time (an upper bound)"
-    assert slowest["seconds"] <= two.metadata["second_pass_seconds"]
+    assert slowest["seconds"] <= meta["second_pass_seconds"]
+
+
+def test_a_middle_pass_leaves_the_long_tail_to_the_host(model, one_pass, monkeypatch):
+    """Too many members past --pass-steps for the host: the device runs them with 10x
+    the budget, and the fewer past that run on the host's threads."""
+    from sbmlgpu.plugins.ode import host_pass, passes
+
+    one, one_program = one_pass
+    steps = one_program.last_steps
+    pass_steps = 300
+    slow = int((steps > pass_steps).sum())
+    tail = int((steps > passes.MIDDLE_PASS_FACTOR * pass_steps).sum())
+    assert 0 < tail < slow
+    monkeypatch.setattr(host_pass, "host_cores", lambda: 1)
+    monkeypatch.setattr(host_pass, "HOST_MEMBERS_PER_CORE", (slow + tail) // 2)
+    spy = Spy(monkeypatch)
+    two, two_program = fake_gpu(model, pass_steps=pass_steps)
+    meta = two.metadata
+    assert [(p["members"], p["where"]) for p in meta["later_passes"]] == \
+        [(slow, "device"), (tail, "host")]
+    assert meta["second_pass_where"] == "host" and spy.host_runs == [tail]
+    assert sum(spy.gpu_members) == 32 + len(K) + slow
+    assert np.array_equal(two.status, one.status)
+    assert np.array_equal(two_program.last_steps, steps)
+    assert np.array_equal(two.data, one.data)
 
 
 def test_the_rule_counts_members_against_cores(monkeypatch):

@@ -12,8 +12,12 @@ tens of times faster.
 cores. The GPU runs the m members at once, in the time of the slowest, ~r T (T: that
 member's time on a core, r the ratio of a GPU thread's step to a core's, ~30 for
 Elowitz); the host, one member per core at a time, in about (m / cores) T for members
-of alike length. So the host is faster while m / cores < r; HOST_MEMBERS_PER_CORE = 8
-leaves a factor of ~4 for members of unequal length and models where r is smaller.
+of alike length, and faster still for the common heavy tail (Elowitz's 16 members past
+--pass-steps: mean 0.23 of the longest). So the host is faster while m / cores < r;
+HOST_MEMBERS_PER_CORE = 16 leaves a factor of ~2 for alike members and models where r
+is smaller. Where they are more, the device first runs them in a middle pass of a
+bounded step budget (passes._later_passes) and the rule is asked again for the long
+tail that remains.
 
 The host build (g++; here 0.35 s for Elowitz's rodas4 kernel, 1.6 s for
 SalazarCavazos_MBoC2020's 75 states; cached on disk per kernel text) runs in a thread
@@ -49,7 +53,7 @@ from sbmlgpu.ode.sinks import LAUNCH_ORDER
 log = logging.getLogger("sbmlgpu.ode")
 
 #: the host takes a second pass of at most this many members per core (module doc)
-HOST_MEMBERS_PER_CORE = 8
+HOST_MEMBERS_PER_CORE = 16
 #: an ensemble without a pilot starts the host build with its first pass from this size
 EARLY_BUILD_MIN_MEMBERS = 64
 

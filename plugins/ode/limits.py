@@ -71,6 +71,9 @@ def metadata(options: OdeOptions, status: np.ndarray, steps: np.ndarray, second)
         "second_pass_seconds": second.seconds,
         "second_pass_where": second.where or None,
         "second_pass_threads": second.threads or None,
+        # the passes after the first, in order: a middle pass on the device, then the
+        # last with the full budget ({max_steps, members, where, seconds} each)
+        "later_passes": list(second.stages),
     }
 
 

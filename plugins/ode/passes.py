@@ -81,6 +81,9 @@ class PassReport:
     member_seconds: np.ndarray = field(default_factory=lambda: np.zeros(0))
     #: members whose member_seconds are their own (the host pass), not a launch's
     measured: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    #: the passes after the first: {max_steps, members, where, seconds} each
+    stages: list = field(default_factory=list)
+    stage_seconds: float = 0.0  # the last pass's wall time (while they run)
 
 
 RunBatch = Callable[[Any, MemberBatch], MemberResults]
@@ -91,6 +94,8 @@ PROGRESS_LAUNCHES = 16
 HOST_LAUNCH_MIN = 1024
 #: a pass running longer than this says so once on stderr (LongPassNote)
 LONG_PASS_S = 10.0
+#: the middle pass's step budget, in --pass-steps (_later_passes)
+MIDDLE_PASS_FACTOR = 10
 
 
 def launch_cap(n_members: int, devices) -> int:
@@ -103,15 +108,17 @@ def launch_cap(n_members: int, devices) -> int:
 
 
 def run_in_passes(job: EnsembleJob, scheduler, profiler, budget: StepBudget,
-                  rerun: RunBatch, host=None,
-                  bound_hint: str = "") -> tuple[EnsembleOutcome, PassReport]:
+                  rerun: RunBatch, host=None, bound_hint: str = "",
+                  rerun_at: Callable[[int], RunBatch] | None = None,
+                  ) -> tuple[EnsembleOutcome, PassReport]:
     """`job` (whose run_batch integrates with `budget.first_pass_steps`), then the
     members it paused again with `rerun` (the full step budget; its batches name
     their members), merged into the first outcome. One pass when the budget is not
     below --max-steps. Each pass is split into launches of at most `launch_cap`
     members, so that its progress moves. `host`: a host_pass.HostSecondPass where
-    the host may take the second pass (a GPU run), else None. `bound_hint`: what the
-    long-pass note says bounds the members."""
+    the host may take the second pass (a GPU run), else None; `rerun_at(steps)`:
+    `rerun` with another step budget, for the middle pass (see _later_passes).
+    `bound_hint`: what the long-pass note says bounds the members."""
     devices = tuple(getattr(scheduler, "local_devices", ()) or ())
     distributed = getattr(scheduler, "size", 1) > 1
     note = LongPassNote(bound_hint, quiet=not getattr(scheduler, "is_root", True))
@@ -135,21 +142,65 @@ def run_in_passes(job: EnsembleJob, scheduler, profiler, budget: StepBudget,
     if not len(paused):
         return outcome, report
     started = time.perf_counter()
+    if host is None or distributed:
+        host = rerun_at = None
+    _later_passes(outcome, paused, job, scheduler, profiler, budget, rerun, rerun_at, host,
+                  note, report, devices)
+    report.seconds = time.perf_counter() - started
+    return outcome, report
+
+
+def _later_passes(outcome, paused, job, scheduler, profiler, budget, rerun, rerun_at, host,
+                  note, report, devices) -> None:
+    """The members past the first pass's budget to the end, merged into `outcome`: on
+    the host's threads where they are few (host.takes); else on the device, first (with
+    a host) in a middle pass of MIDDLE_PASS_FACTOR x --pass-steps, which finishes the
+    members of moderate length in a bounded device time and leaves the long tail
+    (Elowitz, 1,000 members: 4 of the 16 past 10,000 steps need more than 100,000, and
+    3/4 of the 16's steps), which goes to the host where it is few and to the device
+    with the full budget otherwise (then the middle pass cost at most its own bounded
+    time: MIDDLE_PASS_FACTOR x --pass-steps steps of one GPU thread)."""
+    middle = min(budget.pass_steps * MIDDLE_PASS_FACTOR, budget.max_steps)
+    if host is not None and not host.takes(len(paused)) and rerun_at is not None \
+            and middle < budget.max_steps:
+        again = _on_device(job, paused, rerun_at(middle), middle, scheduler, profiler, note,
+                           report, devices, "middle pass")
+        _merge(outcome, again, paused, job)
+        report.where = "device"
+        report.stages.append({"max_steps": middle, "members": int(len(paused)),
+                              "where": "device", "seconds": report.stage_seconds})
+        paused = paused[again.status == Status.max_steps]
+        if not len(paused):
+            return
     again = None
-    if host is not None and not distributed and host.takes(len(paused)):
+    if host is not None and host.takes(len(paused)):
         with phase(profiler, "second pass on host threads"):
             again = _on_host(host, paused, job, note, report)
     if again is None:
-        clock = MemberClock(seconds)
-        second = replace(_second_pass(job, paused, clock.wrap(rerun), budget),
-                         max_batch=launch_cap(len(paused), devices))
-        with note.watch("the second pass", len(paused), lambda: len(paused) - clock.done):
-            again = run_ensemble(second, scheduler, profiler)
+        again = _on_device(job, paused, rerun, budget.max_steps, scheduler, profiler, note,
+                           report, devices, "second pass")
         report.where = "device" if devices else "host"
-    report.seconds, report.kernel_ms = time.perf_counter() - started, again.kernel_ms
+    report.stages.append({"max_steps": budget.max_steps, "members": int(len(paused)),
+                          "where": report.where, "seconds": report.stage_seconds})
     if outcome.root:
         _merge(outcome, again, paused, job)
-    return outcome, report
+
+
+def _on_device(job, members, rerun, steps, scheduler, profiler, note, report, devices,
+               what) -> EnsembleOutcome:
+    """`members` again through the scheduler (the device, or the CPU path's host), with
+    a budget of `steps` (what `rerun` integrates with)."""
+    started = time.perf_counter()
+    clock = MemberClock(report.member_seconds)
+    desc = f"{what}: {len(members):,} members past {report.pass_steps:,} steps" + (
+        f", up to {steps:,}" if what == "middle pass" else "")
+    again_job = replace(_second_pass(job, members, clock.wrap(rerun), desc),
+                        max_batch=launch_cap(len(members), devices))
+    with note.watch(f"the {what}", len(members), lambda: len(members) - clock.done):
+        again = run_ensemble(again_job, scheduler, profiler)
+    report.kernel_ms += again.kernel_ms
+    report.stage_seconds = time.perf_counter() - started
+    return again
 
 
 def _on_host(host, paused: np.ndarray, job: EnsembleJob, note: "LongPassNote",
@@ -168,12 +219,14 @@ def _on_host(host, paused: np.ndarray, job: EnsembleJob, note: "LongPassNote",
             done[0] += k
         progress.advance(k)
 
+    started = time.perf_counter()
     try:
         with note.watch("the second pass (on the host)", len(paused),
                         lambda: len(paused) - done[0]):
             result = host.run(paused, done=advance)
     finally:
         progress.close()
+    report.stage_seconds = time.perf_counter() - started
     if result is None:
         return None
     report.where, report.threads = "host", result.threads
@@ -242,7 +295,7 @@ class LongPassNote:
 
 
 def _second_pass(job: EnsembleJob, paused: np.ndarray, rerun: RunBatch,
-                 budget: StepBudget) -> EnsembleJob:
+                 what: str) -> EnsembleJob:
     def run_batch(device, batch: MemberBatch) -> MemberResults:
         # positions in the second pass -> the members themselves (their parameters,
         # random streams and, unless bundled, their rows of this pass's result)
@@ -252,8 +305,7 @@ def _second_pass(job: EnsembleJob, paused: np.ndarray, rerun: RunBatch,
     return replace(job, n_members=len(paused), run_batch=run_batch,
                    memory=lambda time_courses, bundled: job.memory(True, True),
                    summary=None, pilot=None, order=None,
-                   desc=f"{job.desc} (second pass: {len(paused):,} members past "
-                        f"{budget.pass_steps:,} steps)")
+                   desc=f"{job.desc} ({what})")
 
 
 def _merge(outcome: EnsembleOutcome, again: EnsembleOutcome, paused: np.ndarray,

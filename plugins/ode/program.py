@@ -223,9 +223,9 @@ class OdeProgram(Program):
         # on a GPU, a second pass of few members runs on the host's cores (host_pass.py)
         host = host_pass.for_run(source, table, times, len(outputs), config, budget,
                                  on_device and reduce is None, scheduler, pilot)
-        outcome, second = passes.run_in_passes(job, scheduler, profiler, budget,
-                                               batch_runner(config), host,
-                                               limits.bound_hint(o))
+        outcome, second = passes.run_in_passes(
+            job, scheduler, profiler, budget, batch_runner(config), host, limits.bound_hint(o),
+            lambda steps: batch_runner(replace(config, max_steps=steps)))
         if not outcome.root:  # an MPI rank other than the root: the root has the result
             return TimeCourseResult(times=times, ids=outputs, data=outcome.data,
                                     status=outcome.status,
