@@ -34,8 +34,18 @@ def launch_limits(options: OdeOptions, method: str) -> dict[str, int]:
     }
 
 
+def bound_hint(options: OdeOptions) -> str:
+    """What the note of a long pass (passes.LongPassNote) says bounds its members."""
+    if options.member_time_limit > 0:
+        return (f"each stops after --member-time-limit {options.member_time_limit:g} s "
+                f"(status time_limit)")
+    return ("--member-time-limit SECONDS stops each member after that much wall time "
+            "(status time_limit; off by default, as which members it stops depends on "
+            "the machine and its load)")
+
+
 def metadata(options: OdeOptions, status: np.ndarray, steps: np.ndarray, second) -> dict:
-    """The run's limits and the members that reached them; `second`: the two-pass
+    """The run's limits and the members that reached them; `second`: the passes'
     report (sbmlgpu.plugins.ode.passes.PassReport)."""
     status = np.asarray(status)
     members = {}
@@ -44,13 +54,47 @@ def metadata(options: OdeOptions, status: np.ndarray, steps: np.ndarray, second)
         if hit.size:
             members[name] = {"count": int(hit.size),
                              "members": [int(i) for i in hit[:MAX_LISTED]]}
+    slowest = int(np.argmax(steps)) if steps.size else None
     return {
         "limits": {"max_steps": options.max_steps,
                    "max_steps_per_interval": options.max_steps_per_interval,
                    "member_time_limit_s": options.member_time_limit,
                    "pass_steps": second.pass_steps},
         "limit_members": members,
-        "steps_max_member": int(np.argmax(steps)) if steps.size else None,
+        "steps_max_member": slowest,
+        "slowest_member": _slowest(slowest, steps, second),
+        "first_pass_seconds": second.first_seconds,
         "second_pass_members": int(len(second.rerun)),
+        # what host_pass's rule weighs: the GPU takes the longest member's time, the
+        # host about the members' total over its cores
+        "second_pass_steps": _step_totals(steps, second.rerun),
         "second_pass_seconds": second.seconds,
+        "second_pass_where": second.where or None,
+        "second_pass_threads": second.threads or None,
+        # the passes after the first, in order: a middle pass on the device, then the
+        # last with the full budget ({max_steps, members, where, seconds} each)
+        "later_passes": list(second.stages),
     }
+
+
+def _step_totals(steps: np.ndarray, members: np.ndarray) -> dict | None:
+    if not len(members) or not steps.size:
+        return None
+    taken = steps[members].astype(np.int64)
+    return {"max": int(taken.max()), "mean": float(taken.mean()), "sum": int(taken.sum())}
+
+
+def _slowest(member: int | None, steps: np.ndarray, second) -> dict | None:
+    """The member of most steps: its steps and wall seconds, which are its own where it
+    ran on a host thread of the second pass, else its launch's (an upper bound: a GPU
+    thread lasts at most its launch; None where the launch ran on another MPI rank)."""
+    if member is None:
+        return None
+    seconds = second.member_seconds[member] if member < len(second.member_seconds) \
+        else float("nan")
+    own = bool(np.isin(member, second.measured))
+    return {"member": member, "steps": int(steps[member]),
+            "seconds": float(seconds) if seconds == seconds else None,
+            "seconds_are": "its own, on a host thread" if own
+            else "its launch's wall time (an upper bound)",
+            "pass": 2 if np.isin(member, second.rerun) else 1}

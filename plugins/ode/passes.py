@@ -19,19 +19,34 @@ counts are those of a single pass, the mean and sd equal up to the rounding of a
 different merge order, and the quantiles agree within their resolution (one bin),
 as the pilot that sets the histogram range runs with the first pass's budget (its
 slow members do not widen the range).
+
+On a GPU, a second pass of few members runs on the host's cores instead (host_pass.py:
+the native build of the same kernel, one member per core at a time; the rule is
+host_pass.HOST_MEMBERS_PER_CORE), whose build starts in the background as soon as a
+launch (the pilot first) returns members past the budget. A pass that runs longer than
+LONG_PASS_S says so once on stderr, with the members left and --member-time-limit, the
+option that bounds them (no wall-time limit by default: which members it stops would
+depend on the machine and its load). The report keeps each pass's wall time and every
+member's seconds: its launch's wall time (an upper bound: a GPU thread lasts at most its
+launch), or on the host its own.
 """
 
 from __future__ import annotations
 
+import sys
+import threading
 import time
-from dataclasses import dataclass, replace
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 import numpy as np
 
+from sbmlgpu.profile import phase
 from sbmlgpu.results import Status
 from sbmlgpu.schedule.ensemble import (EnsembleJob, EnsembleOutcome, MemberBatch,
                                        MemberResults, run_ensemble)
+from sbmlgpu.schedule.progress import Progress
 
 
 @dataclass(frozen=True)
@@ -52,12 +67,23 @@ class StepBudget:
 
 @dataclass
 class PassReport:
-    """What the second pass did, for the result's metadata."""
+    """What the passes did, for the result's metadata."""
 
     pass_steps: int  # the first pass's budget (0: one pass)
     rerun: np.ndarray  # members run again in the second pass (sorted)
     seconds: float = 0.0  # the second pass's wall time
     kernel_ms: float = 0.0  # its kernels' time
+    first_seconds: float = 0.0  # the first pass's wall time (its pilot included)
+    where: str = ""  # where the second pass ran: "device" or "host"
+    threads: int = 0  # host threads of a second pass on the host
+    #: per member (NaN: not known, e.g. run on another MPI rank): its wall time on a host
+    #: thread, else its last launch's wall time (an upper bound)
+    member_seconds: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    #: members whose member_seconds are their own (the host pass), not a launch's
+    measured: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    #: the passes after the first: {max_steps, members, where, seconds} each
+    stages: list = field(default_factory=list)
+    stage_seconds: float = 0.0  # the last pass's wall time (while they run)
 
 
 RunBatch = Callable[[Any, MemberBatch], MemberResults]
@@ -66,6 +92,10 @@ RunBatch = Callable[[Any, MemberBatch], MemberResults]
 PROGRESS_LAUNCHES = 16
 #: members one launch on the host keeps at least (OpenMP threads over members)
 HOST_LAUNCH_MIN = 1024
+#: a pass running longer than this says so once on stderr (LongPassNote)
+LONG_PASS_S = 10.0
+#: the middle pass's step budget, in --pass-steps (_later_passes)
+MIDDLE_PASS_FACTOR = 10
 
 
 def launch_cap(n_members: int, devices) -> int:
@@ -78,36 +108,194 @@ def launch_cap(n_members: int, devices) -> int:
 
 
 def run_in_passes(job: EnsembleJob, scheduler, profiler, budget: StepBudget,
-                  rerun: RunBatch) -> tuple[EnsembleOutcome, PassReport]:
+                  rerun: RunBatch, host=None, bound_hint: str = "",
+                  rerun_at: Callable[[int], RunBatch] | None = None,
+                  ) -> tuple[EnsembleOutcome, PassReport]:
     """`job` (whose run_batch integrates with `budget.first_pass_steps`), then the
     members it paused again with `rerun` (the full step budget; its batches name
     their members), merged into the first outcome. One pass when the budget is not
     below --max-steps. Each pass is split into launches of at most `launch_cap`
-    members, so that its progress moves."""
+    members, so that its progress moves. `host`: a host_pass.HostSecondPass where
+    the host may take the second pass (a GPU run), else None; `rerun_at(steps)`:
+    `rerun` with another step budget, for the middle pass (see _later_passes).
+    `bound_hint`: what the long-pass note says bounds the members."""
     devices = tuple(getattr(scheduler, "local_devices", ()) or ())
-    job = replace(job, max_batch=launch_cap(job.n_members, devices))
-    outcome = run_ensemble(job, scheduler, profiler)
+    distributed = getattr(scheduler, "size", 1) > 1
+    note = LongPassNote(bound_hint, quiet=not getattr(scheduler, "is_root", True))
+    seconds = np.full(job.n_members, np.nan)
+    clock = MemberClock(seconds, host.start_build if host is not None else None)
+    first = replace(job, max_batch=launch_cap(job.n_members, devices),
+                    run_batch=clock.wrap(job.run_batch))
+    started = time.perf_counter()
+    with note.watch("the first pass", job.n_members, lambda: job.n_members - clock.done):
+        outcome = run_ensemble(first, scheduler, profiler)
+    report = PassReport(budget.pass_steps if budget.two_passes else 0,
+                        np.zeros(0, np.int64), first_seconds=time.perf_counter() - started,
+                        member_seconds=seconds)
     if not budget.two_passes:
-        return outcome, PassReport(0, np.zeros(0, np.int64))
+        return outcome, report
     paused = np.flatnonzero(outcome.status == Status.max_steps) if outcome.root else None
     world = getattr(scheduler, "world", None)
-    if getattr(scheduler, "size", 1) > 1 and world is not None:
+    if distributed and world is not None:
         paused = world.comm.bcast(paused, root=0)  # every rank runs the second pass
-    report = PassReport(budget.pass_steps, paused)
+    report.rerun = paused
     if not len(paused):
         return outcome, report
-    second = replace(_second_pass(job, paused, rerun, budget),
-                     max_batch=launch_cap(len(paused), devices))
     started = time.perf_counter()
-    again = run_ensemble(second, scheduler, profiler)
-    report.seconds, report.kernel_ms = time.perf_counter() - started, again.kernel_ms
-    if outcome.root:
-        _merge(outcome, again, paused, job)
+    if host is None or distributed:
+        host = rerun_at = None
+    _later_passes(outcome, paused, job, scheduler, profiler, budget, rerun, rerun_at, host,
+                  note, report, devices)
+    report.seconds = time.perf_counter() - started
     return outcome, report
 
 
+def _later_passes(outcome, paused, job, scheduler, profiler, budget, rerun, rerun_at, host,
+                  note, report, devices) -> None:
+    """The members past the first pass's budget to the end, merged into `outcome`: on
+    the host's threads where they are few (host.takes); else on the device, first (with
+    a host) in a middle pass of MIDDLE_PASS_FACTOR x --pass-steps, which finishes the
+    members of moderate length in a bounded device time and leaves the long tail
+    (Elowitz, 1,000 members: 4 of the 16 past 10,000 steps need more than 100,000, and
+    3/4 of the 16's steps), which goes to the host where it is few and to the device
+    with the full budget otherwise (then the middle pass cost at most its own bounded
+    time: MIDDLE_PASS_FACTOR x --pass-steps steps of one GPU thread)."""
+    middle = min(budget.pass_steps * MIDDLE_PASS_FACTOR, budget.max_steps)
+    if host is not None and not host.takes(len(paused)) and rerun_at is not None \
+            and middle < budget.max_steps:
+        again = _on_device(job, paused, rerun_at(middle), middle, scheduler, profiler, note,
+                           report, devices, "middle pass")
+        _merge(outcome, again, paused, job)
+        report.where = "device"
+        report.stages.append({"max_steps": middle, "members": int(len(paused)),
+                              "where": "device", "seconds": report.stage_seconds})
+        paused = paused[again.status == Status.max_steps]
+        if not len(paused):
+            return
+    again = None
+    if host is not None and host.takes(len(paused)):
+        with phase(profiler, "second pass on host threads"):
+            again = _on_host(host, paused, job, note, report)
+    if again is None:
+        again = _on_device(job, paused, rerun, budget.max_steps, scheduler, profiler, note,
+                           report, devices, "second pass")
+        report.where = "device" if devices else "host"
+    report.stages.append({"max_steps": budget.max_steps, "members": int(len(paused)),
+                          "where": report.where, "seconds": report.stage_seconds})
+    if outcome.root:
+        _merge(outcome, again, paused, job)
+
+
+def _on_device(job, members, rerun, steps, scheduler, profiler, note, report, devices,
+               what) -> EnsembleOutcome:
+    """`members` again through the scheduler (the device, or the CPU path's host), with
+    a budget of `steps` (what `rerun` integrates with)."""
+    started = time.perf_counter()
+    clock = MemberClock(report.member_seconds)
+    desc = f"{what}: {len(members):,} members past {report.pass_steps:,} steps" + (
+        f", up to {steps:,}" if what == "middle pass" else "")
+    again_job = replace(_second_pass(job, members, clock.wrap(rerun), desc),
+                        max_batch=launch_cap(len(members), devices))
+    with note.watch(f"the {what}", len(members), lambda: len(members) - clock.done):
+        again = run_ensemble(again_job, scheduler, profiler)
+    report.kernel_ms += again.kernel_ms
+    report.stage_seconds = time.perf_counter() - started
+    return again
+
+
+def _on_host(host, paused: np.ndarray, job: EnsembleJob, note: "LongPassNote",
+             report: PassReport) -> EnsembleOutcome | None:
+    """The second pass on the host's threads (host_pass.py); None where its build
+    failed (the device then runs it)."""
+    threads = min(host.cores, len(paused))
+    progress = Progress(len(paused), enabled=job.progress,
+                        desc=f"{job.desc} (second pass on {threads} host threads: "
+                             f"{len(paused):,} members past {report.pass_steps:,} steps)")
+    done = [0]
+    lock = threading.Lock()
+
+    def advance(k: int) -> None:  # from the host pass's threads
+        with lock:
+            done[0] += k
+        progress.advance(k)
+
+    started = time.perf_counter()
+    try:
+        with note.watch("the second pass (on the host)", len(paused),
+                        lambda: len(paused) - done[0]):
+            result = host.run(paused, done=advance)
+    finally:
+        progress.close()
+    report.stage_seconds = time.perf_counter() - started
+    if result is None:
+        return None
+    report.where, report.threads = "host", result.threads
+    report.member_seconds[paused] = result.seconds
+    report.measured = paused
+    return EnsembleOutcome(True, result.status, result.data, extras={"steps": result.steps})
+
+
+class MemberClock:
+    """Wraps a pass's run_batch: each launch's wall time goes to its members' entries
+    of `seconds` (the pilot's members run again later: not theirs), the members done
+    are counted (for the long-pass note), and `on_paused()` is called when a launch
+    (the pilot included) returns members past the pass's budget."""
+
+    def __init__(self, seconds: np.ndarray, on_paused: Callable[[], None] | None = None):
+        self.seconds = seconds
+        self.on_paused = on_paused
+        self.done = 0
+        self._lock = threading.Lock()
+
+    def wrap(self, run_batch: RunBatch) -> RunBatch:
+        def timed(device, batch: MemberBatch) -> MemberResults:
+            started = time.perf_counter()
+            out = run_batch(device, batch)
+            wall = time.perf_counter() - started
+            if self.on_paused is not None and np.any(out.status == Status.max_steps):
+                self.on_paused()
+            if not batch.pilot:
+                members = batch.members if batch.members is not None \
+                    else np.arange(batch.start, batch.stop)
+                self.seconds[members] = wall
+                with self._lock:
+                    self.done += batch.size
+            return out
+
+        return timed
+
+
+class LongPassNote:
+    """Says once per run on stderr that a pass has run past LONG_PASS_S seconds, with
+    the members it has left and what bounds them."""
+
+    def __init__(self, bound_hint: str, quiet: bool = False):
+        self.bound_hint = bound_hint
+        self.quiet = quiet  # an MPI rank other than the root
+        self.said = False
+
+    @contextmanager
+    def watch(self, what: str, total: int, left: Callable[[], int]):
+        timer = threading.Timer(LONG_PASS_S, self._say, args=(what, total, left))
+        timer.daemon = True
+        if not self.quiet and not self.said:
+            timer.start()
+        try:
+            yield
+        finally:
+            timer.cancel()
+
+    def _say(self, what: str, total: int, left: Callable[[], int]) -> None:
+        if self.said:
+            return
+        self.said = True
+        hint = f"; {self.bound_hint}" if self.bound_hint else ""
+        print(f"sbmlgpu: {what} has run {LONG_PASS_S:g} s with {left():,} of {total:,} "
+              f"members left{hint}", file=sys.stderr, flush=True)
+
+
 def _second_pass(job: EnsembleJob, paused: np.ndarray, rerun: RunBatch,
-                 budget: StepBudget) -> EnsembleJob:
+                 what: str) -> EnsembleJob:
     def run_batch(device, batch: MemberBatch) -> MemberResults:
         # positions in the second pass -> the members themselves (their parameters,
         # random streams and, unless bundled, their rows of this pass's result)
@@ -117,8 +305,7 @@ def _second_pass(job: EnsembleJob, paused: np.ndarray, rerun: RunBatch,
     return replace(job, n_members=len(paused), run_batch=run_batch,
                    memory=lambda time_courses, bundled: job.memory(True, True),
                    summary=None, pilot=None, order=None,
-                   desc=f"{job.desc} (second pass: {len(paused):,} members past "
-                        f"{budget.pass_steps:,} steps)")
+                   desc=f"{job.desc} ({what})")
 
 
 def _merge(outcome: EnsembleOutcome, again: EnsembleOutcome, paused: np.ndarray,

@@ -46,7 +46,7 @@ from sbmlgpu.schedule.ensemble import (BatchMemory, EnsembleJob, MemberBatch, Me
                                        Pilot, default_scheduler)
 from sbmlgpu.schedule.spill import Spill
 
-from . import bundling, failures, limits, passes, prefetch
+from . import bundling, failures, host_pass, limits, passes, prefetch
 from .options import OdeOptions
 from .specialised import Specialisation, SpecialisationCache
 
@@ -223,8 +223,12 @@ class OdeProgram(Program):
             order=order if reason is None else None,
             spill=Spill(o.spill_bytes, prefix="sbmlgpu-ode-"), progress=task.progress,
             desc="trajectories")
-        outcome, second = passes.run_in_passes(job, scheduler, profiler, budget,
-                                               batch_runner(config))
+        # on a GPU, a second pass of few members runs on the host's cores (host_pass.py)
+        host = host_pass.for_run(source, table, times, len(outputs), config, budget,
+                                 on_device and reduce is None, scheduler, pilot)
+        outcome, second = passes.run_in_passes(
+            job, scheduler, profiler, budget, batch_runner(config), host, limits.bound_hint(o),
+            lambda steps: batch_runner(replace(config, max_steps=steps)))
         if not outcome.root:  # an MPI rank other than the root: the root has the result
             return TimeCourseResult(times=times, ids=outputs, data=outcome.data,
                                     status=outcome.status,

@@ -1,0 +1,188 @@
+"""The second pass on the host's cores, beside the GPU (issue 13: no stalled ensembles).
+
+The members the first pass leaves past --pass-steps are few and slow: Elowitz_Nature2000's
+slowest of 1,000 PEtab-sampled members needs 434,057 rodas4 steps, ~30 us a step on one
+H100 thread (13.8 s for its second pass of 16 members) and ~1 us a step on one core of a
+2-core CI machine (0.42 s), through the CPU path's native build of the very same kernel
+text (native.py). A GPU gains by running many members at once, not by running one fast:
+a pass over a few members leaves it all but idle, while each host core runs one of them
+tens of times faster.
+
+`takes(m)`, the rule: the host takes the second pass when m <= HOST_MEMBERS_PER_CORE x
+cores. The GPU runs the m members at once, in the time of the slowest, ~r T (T: that
+member's time on a core, r the ratio of a GPU thread's step to a core's, ~30 for
+Elowitz); the host, one member per core at a time, in about (m / cores) T for members
+of alike length, and faster still for the common heavy tail (Elowitz's 16 members past
+--pass-steps: mean 0.23 of the longest). So the host is faster while m / cores < r;
+HOST_MEMBERS_PER_CORE = 16 leaves a factor of ~2 for alike members and models where r
+is smaller. Where they are more, the device first runs them in a middle pass of a
+bounded step budget (passes._later_passes) and the rule is asked again for the long
+tail that remains.
+
+The host build (g++; here 0.35 s for Elowitz's rodas4 kernel, 1.6 s for
+SalazarCavazos_MBoC2020's 75 states; cached on disk per kernel text) runs in a thread
+that starts as soon as slow members are likely (`start_build`): when a launch, the
+pilot first, returns members past --pass-steps (passes.MemberClock), and at the start
+of an ensemble of EARLY_BUILD_MIN_MEMBERS or more that has no pilot to tell (its first
+pass is then one launch or a few: waiting for it would add the build to the run).
+Members run one per ctypes call (GIL released) on a pool of one thread per core: the
+pool takes the next member as one finishes, as OpenMP's dynamic schedule does, and
+each member's wall time is measured (the metadata's slowest member's seconds). A build
+that fails leaves the pass to the GPU (`run` returns None).
+
+Results equal the GPU's second pass up to the rounding of the host compiler (the CPU
+and GPU builds of one kernel text: the tolerance tests/test_ode_gpu.py uses); a member's
+integration depends only on its parameters and member number, so also its random
+stream is the GPU's.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from sbmlgpu.ode.engines import LaunchConfig
+from sbmlgpu.ode.kernel_source import KernelSource
+from sbmlgpu.ode.sinks import LAUNCH_ORDER
+
+log = logging.getLogger("sbmlgpu.ode")
+
+#: the host takes a second pass of at most this many members per core (module doc)
+HOST_MEMBERS_PER_CORE = 16
+#: an ensemble without a pilot starts the host build with its first pass from this size
+EARLY_BUILD_MIN_MEMBERS = 64
+
+
+def host_cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+@dataclass
+class HostPassResult:
+    """The second pass's members on the host, in the order they were given."""
+
+    status: np.ndarray  # (m,) int8
+    steps: np.ndarray  # (m,) int32
+    data: np.ndarray  # (m, times, outputs)
+    seconds: np.ndarray  # (m,) each member's wall time
+    threads: int
+
+
+class HostSecondPass:
+    """The host build of a GPU run's kernel and the second pass on it."""
+
+    def __init__(self, source: KernelSource, table: np.ndarray, times: np.ndarray,
+                 n_outputs: int, config: LaunchConfig, cores: int | None = None):
+        self.source = source
+        self.table = table  # (varied, n) of the kernel's dtype
+        self.times = times
+        self.n_outputs = n_outputs
+        self.config = config  # the full budget (the second pass's)
+        self.cores = cores or host_cores()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._kernel = None
+        self._error: Exception | None = None
+
+    def takes(self, members: int) -> bool:
+        """Whether the host runs a second pass of `members` (module doc: the rule)."""
+        return 0 < members <= HOST_MEMBERS_PER_CORE * self.cores
+
+    # -- the build, in the background ------------------------------------------------------
+    def start_build(self) -> None:
+        """Build the host library in a thread (once; later calls do nothing)."""
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._build, daemon=True,
+                                                name="sbmlgpu-ode-host-pass-build")
+                self._thread.start()
+
+    @property
+    def build_started(self) -> bool:
+        return self._thread is not None
+
+    def _build(self) -> None:
+        try:
+            self._kernel = self._load()
+        except Exception as exc:  # noqa: BLE001 - the GPU runs the pass instead
+            self._error = exc
+
+    def _load(self):
+        from .native import host_kernel
+
+        return host_kernel(self.source)
+
+    def kernel(self):
+        """The loaded host build (waiting for it), or None where it failed."""
+        self.start_build()
+        self._thread.join()
+        if self._error is not None:
+            log.warning("the host build for the second pass failed (%s): the GPU runs it",
+                        self._error)
+        return self._kernel
+
+    # -- the pass ------------------------------------------------------------------------
+    def run(self, members: np.ndarray, done=None) -> HostPassResult | None:
+        """`members` (ids) integrated with the full budget on a pool of host threads;
+        `done(k)` is called as k more members finish. None when the build failed."""
+        from concurrent.futures import ThreadPoolExecutor  # only when the pass runs here
+
+        kernel = self.kernel()
+        if kernel is None:
+            return None
+        m = len(members)
+        status = np.empty(m, np.int8)
+        steps = np.empty(m, np.int32)
+        data = np.empty((m, len(self.times), self.n_outputs), kernel.dtype)
+        seconds = np.empty(m)
+        settings = {**self.config.as_dict(), "n": 1}
+
+        def one(position: int) -> None:
+            member = int(members[position])
+            started = time.perf_counter()
+            out, s, k = kernel.run(self.table[:, member:member + 1], self.times,
+                                   self.n_outputs, settings,
+                                   np.array([member], np.uint64), LAUNCH_ORDER)
+            seconds[position] = time.perf_counter() - started
+            status[position], steps[position] = s[0], k[0]
+            data[position] = out[:, :, 0]
+            if done is not None:
+                done(1)
+
+        threads = min(self.cores, m)
+        with ThreadPoolExecutor(max_workers=threads,
+                                thread_name_prefix="sbmlgpu-ode-host-pass") as pool:
+            for future in [pool.submit(one, i) for i in range(m)]:
+                future.result()  # a member's exception is the run's
+        return HostPassResult(status, steps, data, seconds, threads)
+
+
+def for_run(source: KernelSource, table: np.ndarray, times: np.ndarray, n_outputs: int,
+            config: LaunchConfig, budget, on_device: bool, scheduler,
+            pilot: bool) -> HostSecondPass | None:
+    """The host's second pass for a run, or None where the device keeps it: no GPU
+    (the CPU path is the host already), one pass, several MPI ranks (the pass runs on
+    every rank), no C++ compiler. Without a pilot to predict slow members (the first
+    pass is then one launch or a few), its build starts now; otherwise when a launch
+    returns members past --pass-steps (passes.MemberClock), as for runs of fewer than
+    EARLY_BUILD_MIN_MEMBERS (a single run, a test-suite case: a build for each would
+    double the CPU work of a suite run on the GPU machine)."""
+    if not on_device or not budget.two_passes or getattr(scheduler, "size", 1) > 1:
+        return None
+    from .native import host_compiler
+
+    if host_compiler() is None:
+        return None
+    host = HostSecondPass(source, table, times, n_outputs, config)
+    if not pilot and table.shape[1] >= EARLY_BUILD_MIN_MEMBERS:
+        host.start_build()
+    return host
