@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import logging
-import os
 import re
 import time
 from dataclasses import dataclass, field
@@ -123,10 +122,9 @@ def select_devices(device, backend: Backend, task: Task | None = None) -> list:
 
 
 def host_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
+    from .runtime.host import host_cores as cores
+
+    return cores()
 
 
 _SAID_FEW_MEMBERS: set = set()

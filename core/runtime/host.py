@@ -81,6 +81,14 @@ def _quoted_lines(log: str, source: str, most: int = 10) -> list[str]:
 
 
 # -- the compiler and its flags -------------------------------------------------------
+def host_cores() -> int:
+    """The cores this process may run on (its CPU affinity; not a container's quota)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
 _FOUND_COMPILERS: dict = {}
 
 

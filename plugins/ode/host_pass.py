@@ -39,7 +39,6 @@ stream is the GPU's.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from dataclasses import dataclass
@@ -49,6 +48,7 @@ import numpy as np
 from sbmlgpu.ode.engines import LaunchConfig
 from sbmlgpu.ode.kernel_source import KernelSource
 from sbmlgpu.ode.sinks import LAUNCH_ORDER
+from sbmlgpu.runtime.host import host_cores
 
 log = logging.getLogger("sbmlgpu.ode")
 
@@ -56,14 +56,6 @@ log = logging.getLogger("sbmlgpu.ode")
 HOST_MEMBERS_PER_CORE = 16
 #: an ensemble without a pilot starts the host build with its first pass from this size
 EARLY_BUILD_MIN_MEMBERS = 64
-
-
-def host_cores() -> int:
-    """The cores this process may run on."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):  # not Linux
-        return max(1, os.cpu_count() or 1)
 
 
 @dataclass
