@@ -74,28 +74,33 @@ class Runs:
 
 @dataclass
 class Simulated:
-    """Model values at every measurement row: {SBML id: (R, n)}, and per (run, set)
-    the status code (n_runs, n)."""
+    """Model values at the measurement rows `rows` (indices into the measurement
+    table): {SBML id: (len(rows), n)}, and per (run, set) the status code
+    (n_runs, n). With an objective reduced on the device, `rows` are only those at
+    t = inf (steady states, computed on the host) and `reduced` holds (nll, chi2)
+    per set summed over the rows at finite times, whose values never came back."""
 
     values: dict[str, np.ndarray]
     status: np.ndarray
+    rows: np.ndarray
     messages: dict[tuple[int, int], str] = field(default_factory=dict)
-    #: with an objective reduced on the device: (nll, chi2) per set summed over the
-    #: rows at finite times, whose `values` are then not filled (NaN)
     reduced: tuple[np.ndarray, np.ndarray] | None = None
+    #: the ode backend's method of the main stage (None: another backend)
+    method: str | None = None
 
 
 class Simulation:
-    """One problem, n parameter sets, through `backend` on `device`."""
+    """One problem through `backend` on `device`. What does not depend on the
+    parameter sets (the model simulated, its numpy functions) is built once, so that
+    every `run` of this object, whatever its sets, reuses the compiled program that
+    sbmlgpu.api keeps per loaded model (generated kernels, engines)."""
 
-    def __init__(self, problem: PetabProblem, sets: dict[str, np.ndarray], n: int, *,
-                 backend: str | None = "ode", device="auto", options=None):
+    def __init__(self, problem: PetabProblem, *, backend: str | None = "ode", device="auto",
+                 options=None):
         self.problem = problem
         network = without_initial_assignments(problem.network, assigned_by_conditions(problem))
         self.ev = ModelEvaluator(network)
         self.explicit = explicit(network)
-        self.conditions = Conditions(problem, self.ev, sets, n)
-        self.n = n
         self.backend, self.device, self.options = backend, device, options
 
     # -- one ensemble ---------------------------------------------------------------------
@@ -111,8 +116,11 @@ class Simulation:
         columns.update({pid: p[ev.p_index[pid]] for pid in self.varied})
         task = TimeCourse(times=times, parameters=columns, outputs=self.outputs or None,
                           reduce=reduce, progress=False)
-        return execute(self.explicit, task, self.backend, options=self.options,
-                       device=self.device).result
+        result = execute(self.explicit, task, self.backend, options=self.options,
+                         device=self.device).result
+        self.method = result.metadata.get("method") \
+            if result.metadata.get("backend") == "ode" else None
+        return result
 
     def _plan(self, p_matrices, ids: list[str], steady: bool) -> None:
         """The parameters that differ from the model's anywhere, and the outputs."""
@@ -156,22 +164,28 @@ class Simulation:
         return x, status, messages
 
     # -- the problem ------------------------------------------------------------------------
-    def run(self, runs: Runs, ids: list[str], objective=None) -> Simulated:
-        """`objective(outputs)`: makes the objective.ObjectiveReduction of the time
-        courses' outputs; where the backend reduces on its device, the rows at
-        finite times are scored there (Simulated.reduced) and never copied back."""
-        n, ev, cond = self.n, self.ev, self.conditions
+    def run(self, runs: Runs, ids: list[str], sets: dict[str, np.ndarray], n: int,
+            objective=None) -> Simulated:
+        """n parameter sets (`sets`: {parameterId: n values or one}). `objective(outputs)`:
+        makes the reduction.ObjectiveReduction of the time courses' outputs; where the
+        backend reduces on its device, the rows at finite times are scored there
+        (Simulated.reduced) and never copied back."""
+        ev = self.ev
+        cond = Conditions(self.problem, ev, sets, n)
         n_runs = len(runs.pairs)
         status = np.zeros((n_runs, n), np.int8)
         messages: dict[tuple[int, int], str] = {}
+        self.method = None
 
-        def record(run_ids: list[int], codes: np.ndarray, notes: dict) -> None:
+        def record(run_ids: list[int], codes: np.ndarray, note) -> None:
+            """Failures of `run_ids` (codes: their members, run after run); `note(k, j)`:
+            the message of set j of run_ids[k]. Only failed members are visited."""
             codes = codes.reshape(len(run_ids), n)
             for k, run in enumerate(run_ids):
                 fresh = (status[run] == 0) & (codes[k] != 0)
                 status[run][fresh] = codes[k][fresh]
                 for j in np.flatnonzero(fresh):
-                    messages[(run, int(j))] = notes.get(k * n + int(j), "")
+                    messages[(run, int(j))] = note(k, int(j))
 
         # initial states of every run under its simulation condition
         sims = [b for _, b in runs.pairs]
@@ -190,34 +204,41 @@ class Simulation:
             for k in pre_runs:
                 c = pre_conditions.index(runs.pairs[k][0])
                 x0[:, k * n:(k + 1) * n] = x_ss[:, c * n:(c + 1) * n]
-                sub = codes[c * n:(c + 1) * n]
-                record([k], sub, {j: notes.get(c * n + j, "") for j in range(n)})
+                record([k], codes[c * n:(c + 1) * n],
+                       lambda _, j, c=c: notes.get(c * n + j, ""))
             cond.apply_to_state(sims, x0, p)  # again, on the steady states
 
-        values = {sid: np.full((len(runs.row_run), n), np.nan) for sid in ids}
-        members = runs.row_run[:, None] * n + np.arange(n)[None, :]
         timed = runs.row_time_index >= 0
-        reduced = None
+        reduced, result = None, None
         if timed.any():
             reduce = objective(self.outputs) if objective is not None else None
             result = self.time_course(p, x0, runs.times, reduce)
             record(list(range(n_runs)), result.status,
-                   {i: result.messages.get(i, "") for i in range(n_runs * n)})
+                   lambda k, j: result.messages.get(k * n + j, ""))
             if "reduced" in result.metadata:
-                reduced = reduce.per_set(*(result.metadata["reduced"][k] for k in reduce.names))
-            for sid in ids if reduced is None else ():
-                column = result[sid]  # (M, T)
-                values[sid][timed] = column[members[timed],
-                                            runs.row_time_index[timed][:, None]]
+                reduced = reduce.per_set(*(result.metadata["reduced"][name]
+                                           for name in reduce.names))
+        method = self.method
+        # the rows whose model values the host needs: all, or those at t = inf
+        rows = np.flatnonzero(~timed) if reduced is not None else np.arange(len(timed))
+        values = {sid: np.full((len(rows), n), np.nan) for sid in ids}
+        if result is not None and reduced is None:
+            where = np.flatnonzero(timed)
+            members = runs.row_run[where][:, None] * n + np.arange(n)[None, :]
+            for sid in ids:
+                values[sid][where] = result[sid][members, runs.row_time_index[where][:, None]]
         if (~timed).any():
             inf_runs = sorted(set(runs.row_run[~timed].tolist()))
             cols = np.concatenate([np.arange(k * n, (k + 1) * n) for k in inf_runs])
             x_ss, codes, notes = self.steady_state(p[:, cols], x0[:, cols])
-            record(inf_runs, codes, notes)
+            record(inf_runs, codes, lambda k, j: notes.get(k * n + j, ""))
             at = ev.values(ids, x_ss, p[:, cols], float(STEADY_TIMES[-1])) if ids else None
             slot = {k: i for i, k in enumerate(inf_runs)}
+            position = np.full(len(timed), -1)
+            position[rows] = np.arange(len(rows))
             for r in np.flatnonzero(~timed):
                 k = slot[int(runs.row_run[r])]
                 for q, sid in enumerate(ids):
-                    values[sid][r] = at[q, k * n:(k + 1) * n]
-        return Simulated(values, status, messages, reduced)
+                    values[sid][position[r]] = at[q, k * n:(k + 1) * n]
+            method = method or self.method
+        return Simulated(values, status, rows, messages, reduced, method)
