@@ -237,6 +237,10 @@ def _work(chunk: dict[str, np.ndarray]) -> tuple[float, np.ndarray, np.ndarray, 
     return time.perf_counter() - started, nll.sum(axis=0), chi2.sum(axis=0), ok
 
 
+def _ready(barrier) -> None:
+    barrier.wait(timeout=600)
+
+
 def _take(sets: dict[str, np.ndarray], index) -> dict[str, np.ndarray]:
     return {k: np.broadcast_to(v, (len(next(iter(sets.values()))),))[index]
             for k, v in sets.items()}
@@ -268,10 +272,16 @@ def roadrunner(yaml: Path, sets: dict[str, np.ndarray], cores: int, budget: floa
     index = np.arange(count)
     chunks = [_take(sets, index[i::cores]) for i in range(cores) if len(index[i::cores])]
     # spawn, not fork: a forked child would inherit this process's CUDA context
-    with mp.get_context("spawn").Pool(len(chunks), initializer=_init,
-                                      initargs=(str(yaml),)) as pool:
+    context = mp.get_context("spawn")
+    with context.Manager() as manager, context.Pool(len(chunks), initializer=_init,
+                                                    initargs=(str(yaml),)) as pool:
+        # the workers initialise (import, load the problem and the model) while the pool
+        # starts: every one must be ready before the clock starts, so each waits at a
+        # barrier that opens only when all of them hold a task
+        barrier = manager.Barrier(len(chunks))
+        pool.map(_ready, [barrier] * len(chunks), chunksize=1)
         started = time.perf_counter()
-        parts = pool.map(_work, chunks)
+        parts = pool.map(_work, chunks, chunksize=1)
         wall = time.perf_counter() - started
     nll = np.empty(count)
     ok = np.zeros(count, bool)
