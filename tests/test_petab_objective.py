@@ -65,12 +65,39 @@ def test_calls_on_the_cpu_path_equal_petab_and_a_fresh_simulate_problem(name):
         assert len(ok) >= 6, result.failures()[:3]
         for j in ok[:3]:
             assert -result.nll[j] == pytest.approx(petab_llh(result, j), rel=1e-9, abs=1e-9)
-    # today's one-shot path on the same sets, with the method the objective kept
+    # today's one-shot path on the same sets, with the method the objective kept; its
+    # kernel has the columns alike over the ensemble as constants, the objective's as
+    # table columns (one kernel for every call): equal to rounding
     fresh = simulate_problem(yaml, ensemble=12, seed=2, device="cpu",
                              options={"method": prepared.method})
     np.testing.assert_array_equal(fresh.status, later.status)
-    np.testing.assert_array_equal(fresh.nll, later.nll)
-    np.testing.assert_array_equal(fresh.chi2, later.chi2)
+    np.testing.assert_allclose(fresh.nll, later.nll, rtol=1e-8)
+    np.testing.assert_allclose(fresh.chi2, later.chi2, rtol=1e-8)
+
+
+def test_calls_with_other_values_reuse_one_kernel():
+    """A set alike over the ensemble (here: one set) with new values each call: no
+    value becomes a constant of the kernel, so nothing is generated again."""
+    from sbmlgpu.plugins.ode import program
+
+    prepared = objective_of("Fujita_SciSignal2010")
+    x = np.array([[q.nominal for q in prepared.problem.parameters if q.estimate]])
+    first = prepared(x)
+    generated = []
+    real = program.kernel_source
+    try:
+        program.kernel_source = lambda *a, **k: generated.append(a) or real(*a, **k)
+        later = [prepared(x * factor) for factor in (1.01, 1.02, 0.98)]
+    finally:
+        program.kernel_source = real
+    assert len(generated) <= 1  # the second call's program (the kept method), no more
+    assert len({float(r.nll[0]) for r in [first, *later]}) == 4  # the values count
+
+
+def objective_of(name: str):
+    from sbmlgpu.petab import objective
+
+    return objective(_yaml(name), device="cpu")
 
 
 def test_a_call_takes_dicts_arrays_tables_and_nothing():
@@ -98,7 +125,7 @@ def test_a_call_takes_dicts_arrays_tables_and_nothing():
 
 @pytest.mark.parametrize("name", ["Brannmark_JBC2010", "Fujita_SciSignal2010"])
 def test_later_calls_on_a_fake_gpu_are_reduced_there_and_compile_nothing(name, fake_gpu):  # noqa: F811
-    from sbmlgpu.petab import objective, simulate_problem
+    from sbmlgpu.petab import objective
 
     yaml = _yaml(name)
     prepared = objective(yaml, device=[0])
@@ -109,8 +136,9 @@ def test_later_calls_on_a_fake_gpu_are_reduced_there_and_compile_nothing(name, f
     assert len(fake_gpu.compiled) == compiled  # no kernel generated or loaded again
     assert len(fake_gpu.objectives) == 1 and fake_gpu.objectives[0].launched >= 3
     assert result.reduced_on_device and result.simulated_rows.shape == (0, 40)
-    host = simulate_problem(yaml, ensemble=40, seed=5, device="cpu",
-                            options={"method": prepared.method})
+    # the same kernel on the CPU path, the likelihood computed on the host
+    host = objective(yaml, device="cpu", options={"method": prepared.method}).sampled(40, 5)
+    assert not host.reduced_on_device
     np.testing.assert_array_equal(result.status, host.status)
     ok = host.status == 0
     assert ok.sum() >= 20

@@ -12,10 +12,14 @@ the rows at finite times is reduced there (one pair of numbers per member comes
 back); the host scores only the rows at t = inf, or, where the time courses come
 back (CPU path, reference backend, one set), every row.
 
-With `keep_method` (the default) the ode backend's `--method auto` choice of the
-first call is kept for the calls after it: an estimation loop then sees one
-integrator throughout (its objective does not switch solvers between calls) and
-skips the method check, which reads every member's parameters.
+With `keep_kernel` (the default) every call runs one kernel: the ode backend's
+`--method auto` choice of the first call is kept for the calls after it (an
+estimation loop sees one integrator throughout, and a call skips the method check,
+which reads every member's parameters), and every value the parameter table or a
+condition can set is a column of the ensemble's table whatever its values (none
+becomes a constant compiled into the kernel, which other values would compile
+again). `simulate_problem` (keep_kernel False) checks the method and makes alike
+columns constants, as a one-off run should.
 """
 
 from __future__ import annotations
@@ -43,17 +47,18 @@ class PreparedObjective:
     nominal set)."""
 
     def __init__(self, problem, *, backend: str | None = "ode", device="auto", options=None,
-                 keep_method: bool = True):
+                 keep_kernel: bool = True):
         self.problem = problem if isinstance(problem, PetabProblem) else load_problem(problem)
         p = self.problem
         self.formulas = Formulas(p)
         self.runs = Runs.of(p)
         self.backend = backend
-        self.keep_method = keep_method
-        self.simulation = Simulation(p, backend=backend, device=device, options=options)
+        self.keep_kernel = keep_kernel
+        self.simulation = Simulation(p, backend=backend, device=device, options=options,
+                                     fixed_columns=keep_kernel)
         #: the estimated parameters, in the order of a 2-D array's columns
         self.parameter_ids = [q.id for q in p.parameters if q.estimate]
-        self.method: str | None = None  # the kept method (keep_method), once chosen
+        self.method: str | None = None  # the kept method (keep_kernel), once chosen
         self._rows: dict[tuple[str, ...], ObjectiveRows] = {}
         meas = p.measurements
         obs = p.problem.observable_df
@@ -116,7 +121,7 @@ class PreparedObjective:
         status[bad] = int(NON_FINITE_OBJECTIVE)
         for j in np.flatnonzero(bad):
             messages[int(j)] = NON_FINITE_OBJECTIVE.message
-        if self.keep_method:
+        if self.keep_kernel:
             self._keep(simulated.method)
         return PetabResult(p, sets, nll, chi2, status, messages, rows, sim, sigma,
                            simulated.reduced is not None, simulated.method)
@@ -147,13 +152,13 @@ class PreparedObjective:
 
 
 def objective(problem, *, backend: str | None = "ode", device="auto", options=None,
-              keep_method: bool = True) -> PreparedObjective:
+              keep_kernel: bool = True) -> PreparedObjective:
     """A PEtab problem (a YAML path or a loaded PetabProblem) prepared for repeated
     evaluation: `objective(problem)(sets)` returns a PetabResult (`.nllh`, `.chi2`,
     `.status` per set). `backend`, `device`, `options`: as simulate_problem's.
     docs/petab.md has an example."""
     return PreparedObjective(problem, backend=backend, device=device, options=options,
-                             keep_method=keep_method)
+                             keep_kernel=keep_kernel)
 
 
 def _column(df, name: str, default: str):

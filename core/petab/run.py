@@ -29,7 +29,7 @@ def simulate_problem(problem, *, ensemble: int | None = None, parameters=None,
     if ensemble is not None and parameters is not None:
         raise OptionError("ensemble", "give either --ensemble N or --parameters TABLE")
     objective = PreparedObjective(p, backend=backend, device=device, options=options,
-                                  keep_method=False)
+                                  keep_kernel=False)
     if ensemble is not None:
         return objective.evaluate(sampled_sets(p, ensemble, seed))
     return objective(parameters)

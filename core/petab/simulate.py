@@ -96,12 +96,20 @@ class Simulation:
     sbmlgpu.api keeps per loaded model (generated kernels, engines)."""
 
     def __init__(self, problem: PetabProblem, *, backend: str | None = "ode", device="auto",
-                 options=None):
+                 options=None, fixed_columns: bool = False):
         self.problem = problem
         network = without_initial_assignments(problem.network, assigned_by_conditions(problem))
         self.ev = ModelEvaluator(network)
         self.explicit = explicit(network)
         self.backend, self.device, self.options = backend, device, options
+        # fixed_columns: every model value that the parameter table or a condition can
+        # set is a column of every run, and stays one where alike over the ensemble
+        # (TimeCourse.table_columns), so that runs with any values share one kernel;
+        # otherwise only the values that differ from the model's are columns
+        ids = [q.id for q in problem.parameters] + list(problem.problem.condition_df.columns)
+        self.always = {i for i in ids if i in self.ev.p_index and i not in self.ev.x_index} \
+            if fixed_columns else set()
+        self.fixed_columns = fixed_columns
 
     # -- one ensemble ---------------------------------------------------------------------
     def time_course(self, p: np.ndarray, x0: np.ndarray, times: np.ndarray, reduce=None):
@@ -115,7 +123,8 @@ class Simulation:
         columns = {sid: x0[i] for sid, i in ev.x_index.items()}
         columns.update({pid: p[ev.p_index[pid]] for pid in self.varied})
         task = TimeCourse(times=times, parameters=columns, outputs=self.outputs or None,
-                          reduce=reduce, progress=False)
+                          reduce=reduce, progress=False,
+                          table_columns=tuple(columns) if self.fixed_columns else ())
         result = execute(self.explicit, task, self.backend, options=self.options,
                          device=self.device).result
         self.method = result.metadata.get("method") \
@@ -130,8 +139,9 @@ class Simulation:
         for pid, j in ev.p_index.items():
             if pid in ev.x_index:
                 continue
-            if any(not np.all((p[j] == nominal[j]) | (np.isnan(p[j]) & np.isnan(nominal[j])))
-                   for p in p_matrices):
+            if pid in self.always or any(
+                    not np.all((p[j] == nominal[j]) | (np.isnan(p[j]) & np.isnan(nominal[j])))
+                    for p in p_matrices):
                 self.varied.append(pid)
         states = ev.output_names() if steady else []
         self.outputs = tuple(dict.fromkeys([*states, *ids]))
