@@ -116,7 +116,7 @@ def _init(yaml: str) -> None:
     rr.integrator.absolute_tolerance = ATOL
     formulas = Formulas(problem)
     _W.update(problem=problem, rr=rr, formulas=formulas, runs=Runs.of(problem),
-              net=problem.network)
+              net=problem.network, conditions=_condition_cells(problem))
 
 
 def _sbml_path(yaml) -> Path:
@@ -148,29 +148,34 @@ def _apply(rr, net, values: dict[str, float], initial: bool) -> None:
         rr.setValue(name, float(v))
 
 
-def _condition(problem, sets_row: dict[str, float], condition: str) -> dict[str, float]:
-    """The condition's values ({SBML id: value}; parameterIds resolved in this set)."""
+def _condition_cells(problem) -> dict[str, dict[str, float | str]]:
+    """{condition: {column: a number (NaN: keep the model's value) or a parameterId}},
+    read once per worker (not in libRoadRunner's timed loop)."""
     table = problem.problem.condition_df
-    out = {}
-    for column in table.columns:
-        if column == "conditionName":
-            continue
-        cell = table.at[condition, column]
-        if isinstance(cell, str):
-            text = cell.strip()
+    out: dict[str, dict] = {}
+    for condition in table.index:
+        cells = {}
+        for column in table.columns:
+            if column == "conditionName":
+                continue
+            cell = table.at[condition, column]
             try:
-                value = float(text)
-            except ValueError:
-                value = sets_row.get(text, np.nan)
-        else:
-            value = float(cell) if cell is not None else np.nan
-        out[column] = value
+                cells[column] = float(cell) if cell is not None else np.nan
+            except (TypeError, ValueError):
+                cells[column] = str(cell).strip()
+        out[condition] = cells
     return out
+
+
+def _condition(sets_row: dict[str, float], condition: str) -> dict[str, float]:
+    """The condition's values ({SBML id: value}; parameterIds resolved in this set)."""
+    return {column: sets_row.get(cell, np.nan) if isinstance(cell, str) else cell
+            for column, cell in _W["conditions"][condition].items()}
 
 
 def _simulate_set(sets_row: dict[str, float], ids: list[str]) -> tuple[np.ndarray, bool]:
     """(model values of `ids` at every measurement row (rows, len(ids)), ok)."""
-    problem, rr, runs, net = _W["problem"], _W["rr"], _W["runs"], _W["net"]
+    rr, runs, net = _W["rr"], _W["runs"], _W["net"]
     model = {pid: v for pid, v in sets_row.items() if net.kind_of(pid) is not None}
     selections = [_selection(net, i) for i in ids]
     values = np.full((len(runs.row_run), len(ids)), np.nan)
@@ -180,16 +185,16 @@ def _simulate_set(sets_row: dict[str, float], ids: list[str]) -> tuple[np.ndarra
         rr.resetAll()
         _apply(rr, net, model, initial=False)
         if pre is not None:
-            _apply(rr, net, _condition(problem, sets_row, pre), initial=True)
+            _apply(rr, net, _condition(sets_row, pre), initial=True)
             rr.reset()
             rr.simulate(0.0, STEADY_END, 2)
-            condition = _condition(problem, sets_row, sim)
+            condition = _condition(sets_row, sim)
             _apply(rr, net, {c: v for c, v in condition.items()
                              if c not in net.species_by_id}, initial=False)
             _apply(rr, net, {c: v for c, v in condition.items()
                              if c in net.species_by_id}, initial=False)
         else:
-            _apply(rr, net, _condition(problem, sets_row, sim), initial=True)
+            _apply(rr, net, _condition(sets_row, sim), initial=True)
             rr.reset()
         finite = np.isfinite(times)
         if finite.any():
