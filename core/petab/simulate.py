@@ -27,7 +27,7 @@ import numpy as np
 
 from ..results.status import Status
 from .conditions import Conditions, assigned_by_conditions
-from .model import ModelEvaluator, explicit, without_initial_assignments
+from .model import MemberParameters, ModelEvaluator, explicit, without_initial_assignments
 from .problem import PetabProblem
 
 #: status codes of sbmlgpu.petab: fixed and apart from the low codes that backends
@@ -112,7 +112,8 @@ class Simulation:
         self.fixed_columns = fixed_columns
 
     # -- one ensemble ---------------------------------------------------------------------
-    def time_course(self, p: np.ndarray, x0: np.ndarray, times: np.ndarray, reduce=None):
+    def time_course(self, p: MemberParameters, x0: np.ndarray, times: np.ndarray,
+                    reduce=None):
         """The explicit model from x0 with parameters p (original view's vectors).
         Every stage varies the same columns and reports the same outputs (set by
         `run`), so that all stages run one compiled kernel. `reduce`: see run."""
@@ -121,7 +122,7 @@ class Simulation:
 
         ev = self.ev
         columns = {sid: x0[i] for sid, i in ev.x_index.items()}
-        columns.update({pid: p[ev.p_index[pid]] for pid in self.varied})
+        columns.update({pid: p.column(ev.p_index[pid]) for pid in self.varied})
         task = TimeCourse(times=times, parameters=columns, outputs=self.outputs or None,
                           reduce=reduce, progress=False,
                           table_columns=tuple(columns) if self.fixed_columns else ())
@@ -146,7 +147,8 @@ class Simulation:
         states = ev.output_names() if steady else []
         self.outputs = tuple(dict.fromkeys([*states, *ids]))
 
-    def steady_state(self, p: np.ndarray, x0: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict]:
+    def steady_state(self, p: MemberParameters, x0: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray, dict]:
         """(x at steady state (n_x, M), status (M,), messages)."""
         ev = self.ev
         m = p.shape[1]
@@ -203,7 +205,7 @@ class Simulation:
         x0 = ev.initial_state(p)
         pre_runs = [k for k, (a, _) in enumerate(runs.pairs) if a is not None]
         pre_conditions = sorted({runs.pairs[k][0] for k in pre_runs})
-        p_pre = cond.parameters(pre_conditions) if pre_runs else p[:, :0]
+        p_pre = cond.parameters(pre_conditions) if pre_runs else p.take([])
         x_pre = ev.initial_state(p_pre)
         # the overrides also set p (species that are not states): before planning
         cond.apply_to_state(pre_conditions, x_pre, p_pre)
@@ -240,9 +242,10 @@ class Simulation:
         if (~timed).any():
             inf_runs = sorted(set(runs.row_run[~timed].tolist()))
             cols = np.concatenate([np.arange(k * n, (k + 1) * n) for k in inf_runs])
-            x_ss, codes, notes = self.steady_state(p[:, cols], x0[:, cols])
+            p_inf = p.take(cols)
+            x_ss, codes, notes = self.steady_state(p_inf, x0[:, cols])
             record(inf_runs, codes, lambda k, j: notes.get(k * n + j, ""))
-            at = ev.values(ids, x_ss, p[:, cols], float(STEADY_TIMES[-1])) if ids else None
+            at = ev.values(ids, x_ss, p_inf, float(STEADY_TIMES[-1])) if ids else None
             slot = {k: i for i, k in enumerate(inf_runs)}
             position = np.full(len(timed), -1)
             position[rows] = np.arange(len(rows))
