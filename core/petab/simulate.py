@@ -110,6 +110,7 @@ class Simulation:
         self.always = {i for i in ids if i in self.ev.p_index and i not in self.ev.x_index} \
             if fixed_columns else set()
         self.fixed_columns = fixed_columns
+        self.method: str | None = None  # the ode backend's method of the last stage
 
     # -- one ensemble ---------------------------------------------------------------------
     def time_course(self, p: MemberParameters, x0: np.ndarray, times: np.ndarray,
@@ -133,7 +134,8 @@ class Simulation:
         return result
 
     def _plan(self, p_matrices, ids: list[str], steady: bool) -> None:
-        """The parameters that differ from the model's anywhere, and the outputs."""
+        """The parameters that differ from the model's anywhere (and, with
+        fixed_columns, every one a table can set), and the outputs."""
         ev = self.ev
         nominal = ev.ode.p_values[:, None]
         self.varied = []
