@@ -111,7 +111,7 @@ def _init(yaml: str) -> None:
         for fd in (1, 2):
             os.dup2(os.open(os.devnull, os.O_WRONLY), fd)
     problem = load_problem(yaml)
-    rr = roadrunner.RoadRunner(_sbml_path(yaml).read_text())
+    rr = roadrunner.RoadRunner(_sbml_for_conditions(problem, _sbml_path(yaml)))
     rr.integrator.relative_tolerance = RTOL
     rr.integrator.absolute_tolerance = ATOL
     formulas = Formulas(problem)
@@ -125,6 +125,34 @@ def _sbml_path(yaml) -> Path:
 
     config = petab_v1().yaml.load_yaml(str(yaml))
     return Path(yaml).parent / config["problems"][0]["sbml_files"][0]
+
+
+def _sbml_for_conditions(problem, path: Path) -> str:
+    """The SBML text without the initial assignments of values a condition sets: the
+    condition replaces the assignment (PEtab), which libRoadRunner's reset() would
+    otherwise evaluate again."""
+    import libsbml
+
+    columns = [c for c in problem.problem.condition_df.columns
+               if c in problem.network.initial_assignment_by_variable]
+    if not columns:
+        return path.read_text()
+    document = libsbml.readSBMLFromFile(str(path))
+    model = document.getModel()
+    for column in columns:
+        model.removeInitialAssignment(column)
+        # a placeholder value (libRoadRunner wants one); every condition sets its own
+        parameter = model.getParameter(column)
+        if parameter is not None and not parameter.isSetValue():
+            parameter.setValue(0.0)
+        compartment = model.getCompartment(column)
+        if compartment is not None and not compartment.isSetSize():
+            compartment.setSize(1.0)
+        species = model.getSpecies(column)
+        if species is not None and not (species.isSetInitialAmount()
+                                        or species.isSetInitialConcentration()):
+            species.setInitialConcentration(0.0)
+    return libsbml.writeSBMLToString(document)
 
 
 def _selection(net, sid: str) -> str:
