@@ -163,17 +163,15 @@ def _selection(net, sid: str) -> str:
     return sid
 
 
-def _apply(rr, net, values: dict[str, float], initial: bool) -> None:
-    """Model values (parameters, compartments, species' SBML values): their initial
-    values before a reset, or the current ones (a condition after preequilibration)."""
+def _apply(rr, net, values: dict[str, float]) -> None:
+    """Current model values (parameters, compartments, species' SBML values); NaN:
+    keep the model's. Initial values (init(...)) are never set: after one is set,
+    libRoadRunner's reset() re-initialises every parameter and a run takes it seconds,
+    so species are set after reset() (reset() computes the initial assignments from
+    the parameters' current values)."""
     for sid, v in values.items():
-        if not np.isfinite(v):
-            continue
-        s = net.species_by_id.get(sid)
-        name = _selection(net, sid) if s is not None else sid
-        if s is not None and initial:
-            name = f"init({name})"
-        rr.setValue(name, float(v))
+        if np.isfinite(v):
+            rr.setValue(_selection(net, sid), float(v))
 
 
 def _condition_cells(problem) -> dict[str, dict[str, float | str]]:
@@ -195,10 +193,13 @@ def _condition_cells(problem) -> dict[str, dict[str, float | str]]:
     return out
 
 
-def _condition(sets_row: dict[str, float], condition: str) -> dict[str, float]:
-    """The condition's values ({SBML id: value}; parameterIds resolved in this set)."""
+def _condition(sets_row: dict[str, float], condition: str, species: bool) -> dict[str, float]:
+    """The condition's species values (`species`) or its other values ({SBML id:
+    value}; parameterIds resolved in this set; NaN: keep the model's value)."""
+    net = _W["net"]
     return {column: sets_row.get(cell, np.nan) if isinstance(cell, str) else cell
-            for column, cell in _W["conditions"][condition].items()}
+            for column, cell in _W["conditions"][condition].items()
+            if (column in net.species_by_id) == species}
 
 
 def _simulate_set(sets_row: dict[str, float], ids: list[str]) -> tuple[np.ndarray, bool]:
@@ -210,20 +211,16 @@ def _simulate_set(sets_row: dict[str, float], ids: list[str]) -> tuple[np.ndarra
     for k, (pre, sim) in enumerate(runs.pairs):
         rows = np.flatnonzero(runs.row_run == k)
         times = runs.row_time[rows]
-        rr.resetAll()
-        _apply(rr, net, model, initial=False)
-        if pre is not None:
-            _apply(rr, net, _condition(sets_row, pre), initial=True)
-            rr.reset()
+        first = pre if pre is not None else sim
+        rr.resetAll()  # the model's values (an earlier run's condition undone)
+        _apply(rr, net, model)
+        _apply(rr, net, _condition(sets_row, first, species=False))
+        rr.reset()
+        _apply(rr, net, _condition(sets_row, first, species=True))
+        if pre is not None:  # then the simulation condition, from the steady state
             rr.simulate(0.0, STEADY_END, 2)
-            condition = _condition(sets_row, sim)
-            _apply(rr, net, {c: v for c, v in condition.items()
-                             if c not in net.species_by_id}, initial=False)
-            _apply(rr, net, {c: v for c, v in condition.items()
-                             if c in net.species_by_id}, initial=False)
-        else:
-            _apply(rr, net, _condition(sets_row, sim), initial=True)
-            rr.reset()
+            _apply(rr, net, _condition(sets_row, sim, species=False))
+            _apply(rr, net, _condition(sets_row, sim, species=True))
         finite = np.isfinite(times)
         if finite.any():
             grid = np.unique(np.concatenate([[0.0], times[finite]]))
