@@ -27,11 +27,10 @@ crash the script nor eat the session. Per model:
 - libRoadRunner (CVODE) on --cores processes with the same tolerances, over as many
   of the same parameter sets as fit in --time-budget seconds (if `roadrunner`
   imports; "not available" otherwise; --cores 0 skips it);
-- the PEtab objective (`sbmlgpu petab PROBLEM.yaml --ensemble N` in-process, N =
-  --objective-n or --n; every condition; on the GPU the likelihood is reduced there,
-  sbmlgpu.petab.objective), sets/s after a 64-set run that compiles it, against
-  libRoadRunner's trajectories/s divided by the problem's runs (an estimate: it
-  simulated the first condition only).
+- the PEtab objective of N = --objective-n or --n sets, every condition, ours
+  (`sbmlgpu.petab.objective`: a first call and repeated calls; on the GPU the
+  likelihood is reduced there) against libRoadRunner's objective of the same sets
+  on --cores processes, measured (benchmarks/petab_objective.py's `measure`).
 Target (../shared/BENCHMARKS.md): >= 100x libRoadRunner on 16 cores. JSON to
 DIR/ode_petab.json (DIR: --out, else $OUT, else .), rewritten after every model;
 one line per model printed. Without a GPU (or with --cpu) the same runs take the
@@ -400,40 +399,11 @@ def run_model(folder: Path, args, device, save) -> dict:
     # the PEtab objective of the same number of sets, every condition of the problem
     if args.objective:
         save(row, "objective")
-        row["objective"] = objective_rate(problem["yaml"], args.objective_n or args.n,
-                                          gpu_device, rr)
+        from benchmarks.petab_objective import measure
+
+        row["objective"] = measure(problem["yaml"], args.objective_n or args.n, gpu_device,
+                                   cores=args.cores, budget=args.time_budget)
     return row
-
-
-def objective_rate(yaml: Path, n: int, device, rr: dict) -> dict:
-    """`sbmlgpu petab --ensemble n` in-process: nllh and chi2 of n sampled sets over
-    every condition (on the GPU reduced there: kernels/objective.cu); compiled first
-    by a 64-set run. libRoadRunner's rate for it is estimated from its trajectories/s
-    on the first condition, divided by the problem's runs (conditions)."""
-    from sbmlgpu.petab import simulate_problem
-    from sbmlgpu.petab.simulate import Runs
-
-    out: dict = {"sets": n}
-    started = time.perf_counter()
-    warm = simulate_problem(yaml, ensemble=min(64, n), seed=1, device=device)
-    out["compile_s"] = time.perf_counter() - started
-    runs = Runs.of(warm.problem)
-    out["runs"] = len(runs.pairs)
-    started = time.perf_counter()
-    result = simulate_problem(yaml, ensemble=n, seed=0, device=device)
-    out["wall_s"] = time.perf_counter() - started
-    out["sets_per_s"] = n / out["wall_s"]
-    timed = runs.row_time_index >= 0
-    # the device reduced it when no simulated value at a finite time came back
-    out["reduced_on_device"] = bool(timed.any() and np.isnan(result.simulation[timed]).all())
-    out["status_counts"] = status_counts(result.status)
-    out["best_nllh"] = float(np.nanmin(np.where(result.status == 0, result.nll, np.nan))) \
-        if (result.status == 0).any() else None
-    if rr.get("available"):
-        rr_sets = rr["trajectories_per_s"] / max(len(runs.pairs), 1)
-        out["roadrunner_sets_per_s_estimate"] = rr_sets
-        out["speedup_vs_roadrunner_estimate"] = out["sets_per_s"] / rr_sets
-    return out
 
 
 # -- one model per process, within a time budget ------------------------------------------------
@@ -533,7 +503,7 @@ def print_row(row: dict) -> None:
           f"{_fmt(rr.get('trajectories_per_s', 'n/a'), '.1f'):>10}"
           f"{_fmt(row.get('speedup_vs_roadrunner', 'n/a'), '.0f'):>7}"
           f"{_fmt(row.get('summary_speedup_vs_roadrunner', 'n/a'), '.0f'):>7}"
-          f"{_fmt(objective.get('speedup_vs_roadrunner_estimate', 'n/a'), '.0f'):>7}"
+          f"{_fmt(objective.get('speedup_repeated', 'n/a'), '.0f'):>7}"
           f"{_fmt(row.get('kernel_speedup_vs_roadrunner', 'n/a'), '.0f'):>7}"
           f"{_fmt(row.get('slowest_member', {}).get('steps'), 'd'):>10}  {failed}"
           + (f"  [{row['error']}]" if "error" in row else ""), flush=True)

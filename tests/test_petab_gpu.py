@@ -2,10 +2,13 @@
 
 The same checks as tests/test_petab_benchmark.py (every row against the problem's own
 simulatedData table; the log-likelihood against petab's), with the ensemble on the
-GPU; and an ensemble of sampled parameter sets whose objective the GPU and the CPU
-path agree on."""
+GPU; an ensemble of sampled parameter sets whose objective the GPU and the CPU
+path agree on; and a prepared objective (sbmlgpu.petab.objective) whose later calls
+are reduced on the GPU, agree with the CPU path and take less time than the first."""
 
 from __future__ import annotations
+
+import time
 
 import numpy as np
 import pytest
@@ -55,3 +58,33 @@ def test_an_ensemble_objective_is_the_same_on_gpu_and_cpu(gpu_device):
     assert ok.sum() > 150
     np.testing.assert_array_equal(gpu.status, cpu.status)
     np.testing.assert_allclose(gpu.nll[ok], cpu.nll[ok], rtol=1e-4)
+
+
+@pytest.mark.parametrize("name", ["Fujita_SciSignal2010", "Brannmark_JBC2010"])
+def test_a_prepared_objective_repeats_on_the_gpu(name, gpu_device):
+    from sbmlgpu.petab import objective, simulate_problem
+
+    path = _yaml(name)
+    started = time.perf_counter()
+    prepared = objective(path, device=[gpu_device.index])
+    first = prepared.sampled(20_000, seed=1)
+    first_s = time.perf_counter() - started
+    prepared.evaluate(first.sets)  # builds the program of the kept method
+    started = time.perf_counter()
+    again = prepared.evaluate(first.sets)
+    again_s = time.perf_counter() - started
+    assert again.reduced_on_device and again.simulated_rows.shape == (0, 20_000)
+    assert again.method == first.method == prepared.method
+    assert again_s < first_s, (again_s, first_s)
+    # the same sets, the same kernel: the same numbers
+    np.testing.assert_array_equal(again.status, first.status)
+    ok = first.status == int(Status.ok)
+    assert ok.sum() > 15_000
+    np.testing.assert_allclose(again.nll[ok], first.nll[ok], rtol=1e-8)
+    # 200 of them on the CPU path, with the method the objective kept
+    sets = {k: np.broadcast_to(v, (20_000,))[:200] for k, v in first.sets.items()}
+    cpu = simulate_problem(path, parameters=sets, device="cpu",
+                           options={"method": prepared.method})
+    both = ok[:200] & (cpu.status == int(Status.ok))
+    assert both.sum() > 150
+    np.testing.assert_allclose(again.nll[:200][both], cpu.nll[both], rtol=1e-4)

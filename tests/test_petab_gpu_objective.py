@@ -1,4 +1,4 @@
-"""The PEtab objective reduced on the device (sbmlgpu.petab.objective, kernels/objective.cu)
+"""The PEtab objective reduced on the device (sbmlgpu.petab.reduction, kernels/objective.cu)
 without a GPU: a fake device runs the ode kernel and the objective kernel through their
 host builds (the same text nvcc compiles), so that `simulate_problem(..., ensemble=N)` on
 "the GPU" takes the reduction path end to end, and its nllh/chi2 must equal the CPU
@@ -134,7 +134,7 @@ def test_the_nominal_run_keeps_its_simulation_table(fake_gpu):
 
 def test_objective_kernel_compiles_with_nvcc():
     from sbmlgpu.codegen.compile_check import nvcc_available, nvcc_compile
-    from sbmlgpu.petab.objective import ObjectiveReduction
+    from sbmlgpu.petab.reduction import ObjectiveReduction
     from sbmlgpu.petab.observables import Formulas
     from sbmlgpu.petab.problem import load_problem
     from sbmlgpu.petab.simulate import Runs

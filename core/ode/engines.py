@@ -134,7 +134,7 @@ class GpuEngine:
         statistics, binned over this grid, instead (`--summary`). `reduce`: a
         per-member reduction run on the time courses where they lie instead
         (`reduce.launch(...)` -> {name: (b,) array}, e.g.
-        sbmlgpu.petab.objective.ObjectiveReduction); out is then (b, times, 0)."""
+        sbmlgpu.petab.reduction.ObjectiveReduction); out is then (b, times, 0)."""
         kernel = self.kernel(device)
         b = int(table.shape[1])
         real = self.real

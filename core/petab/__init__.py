@@ -1,4 +1,5 @@
-"""PEtab problems (`sbmlgpu petab`, `sbmlgpu.petab.simulate_problem`; docs/petab.md).
+"""PEtab problems (`sbmlgpu petab`, `sbmlgpu.petab.simulate_problem`, and
+`sbmlgpu.petab.objective` for repeated evaluation; docs/petab.md).
 
 Needs the petab package (`pip install 'sbmlgpu[petab]'`), imported only when a
 problem is read. The names below are loaded on first use, so that the command line
@@ -9,8 +10,9 @@ from __future__ import annotations
 
 import importlib
 
-_WHERE = {"simulate_problem": ".run", "PetabResult": ".run", "load_problem": ".problem",
-          "PetabProblem": ".problem", "PetabSimulator": ".simulator"}
+_WHERE = {"simulate_problem": ".run", "PetabResult": ".result", "load_problem": ".problem",
+          "PetabProblem": ".problem", "PetabSimulator": ".simulator",
+          "objective": ".prepared", "PreparedObjective": ".prepared"}
 
 
 def __getattr__(name: str):

@@ -58,8 +58,9 @@ class Conditions:
         return resolve(self.table.at[condition, column], self.sets, self.n,
                        f"condition {condition}, column {column}")
 
-    def parameters(self, conditions: list[str]) -> np.ndarray:
-        """(n_p, len(conditions) * n): member k*n + j is condition k, set j."""
+    def parameters(self, conditions: list[str]):
+        """model.MemberParameters (n_p, len(conditions) * n): member k*n + j is
+        condition k, set j."""
         m = len(conditions) * self.n
         overrides = {pid: np.tile(v, len(conditions)) for pid, v in self.model_parameters.items()}
         for column in self.others:
@@ -90,7 +91,7 @@ class Conditions:
             if in_state:
                 row = x[self.ev.x_index[column]]
             else:
-                row = p[self.ev.p_index[column]]
+                row = p.row(self.ev.p_index[column])
             row[given] = value[given]
 
     def _species_value(self, sid: str, cells: np.ndarray, x, p, in_state: bool) -> np.ndarray:

@@ -25,9 +25,37 @@ from ..ir import TIME, Network
 from ..views import AMOUNT, ode_system
 
 
+class MemberParameters:
+    """The ODE view's parameter vectors of M members, (n_p, M), without a copy per
+    member of the rows that all share: row j is M values, or the model's one value
+    (shape (1,)), which numpy broadcasts. `p[j]`: row j (what ModelEvaluator's
+    functions read); `p.column(j)`: row j as M values (a view); `p.row(j)`: row j
+    made per member, to write in place; `p.take(members)`."""
+
+    def __init__(self, rows: list[np.ndarray], m: int):
+        self.rows = rows
+        self.shape = (len(rows), int(m))
+
+    def __getitem__(self, j: int) -> np.ndarray:
+        return self.rows[j]
+
+    def column(self, j: int) -> np.ndarray:
+        return np.broadcast_to(self.rows[j], (self.shape[1],))
+
+    def row(self, j: int) -> np.ndarray:
+        if self.rows[j].shape != (self.shape[1],):
+            self.rows[j] = np.array(self.column(j))
+        return self.rows[j]
+
+    def take(self, members: np.ndarray) -> "MemberParameters":
+        members = np.asarray(members, dtype=int)
+        return MemberParameters([r if r.shape == (1,) else r[members] for r in self.rows],
+                                len(members))
+
+
 class ModelEvaluator:
-    """Numpy functions of the ODE view of `network` over members: p is (n_p, M),
-    x is (n_x, M)."""
+    """Numpy functions of the ODE view of `network` over members: p is a
+    MemberParameters (n_p, M), x is (n_x, M)."""
 
     def __init__(self, network: Network):
         self.network = network
@@ -52,33 +80,35 @@ class ModelEvaluator:
     def _rhs(self):
         return self._function(self.ode.rhs, "rhs")
 
-    def parameters(self, overrides: dict[str, np.ndarray], m: int) -> np.ndarray:
+    def parameters(self, overrides: dict[str, np.ndarray], m: int) -> MemberParameters:
         """(n_p, m): the model's values with `overrides` {SBML id: m values} (NaN
         entries keep the model's value)."""
-        p = np.repeat(self.ode.p_values[:, None], m, axis=1)
+        # copies: a row is written in place (MemberParameters.row), never the model's
+        rows = [self.ode.p_values[j:j + 1].copy() for j in range(len(self.ode.p_values))]
         for sid, values in overrides.items():
-            row = p[self.p_index[sid]]
+            j = self.p_index[sid]
             values = np.broadcast_to(np.asarray(values, dtype=float), (m,))
             keep = np.isnan(values)
-            row[~keep] = values[~keep]
-        return p
+            if not keep.all():
+                rows[j] = np.where(keep, rows[j], values)
+        return MemberParameters(rows, m)
 
     def _broadcast(self, values, m: int) -> np.ndarray:
         rows = [np.broadcast_to(np.asarray(v, dtype=float), (m,)) for v in values]
         return np.array(rows).reshape(len(rows), m)
 
-    def initial_state(self, p: np.ndarray) -> np.ndarray:
+    def initial_state(self, p: MemberParameters) -> np.ndarray:
         """(n_x, M): x(0) as the model computes it from p."""
         m = p.shape[1]
         x = np.zeros((len(self.ode.x), m))
         with np.errstate(all="ignore"):
             return self._broadcast(self._x0(0.0, x, p), m) if len(self.ode.x) else x
 
-    def rhs(self, x: np.ndarray, p: np.ndarray, t: float) -> np.ndarray:
+    def rhs(self, x: np.ndarray, p: MemberParameters, t: float) -> np.ndarray:
         with np.errstate(all="ignore"):
             return self._broadcast(self._rhs(t, x, p), x.shape[1]) if len(x) else x
 
-    def values(self, ids, x: np.ndarray, p: np.ndarray, t: float) -> np.ndarray:
+    def values(self, ids, x: np.ndarray, p: MemberParameters, t: float) -> np.ndarray:
         """(len(ids), M): SBML values of `ids` at state x."""
         f = self._function([self.ode.value(i) for i in ids], "values")
         with np.errstate(all="ignore"):

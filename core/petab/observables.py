@@ -43,6 +43,7 @@ class Formulas:
                           if problem.network.kind_of(s.name) is not None}
         #: model ids the formulas use (outputs of the simulation)
         self.model_ids = sorted(model_ids)
+        self._functions: dict[tuple, object] = {}  # lambdified formulas (_values)
 
     def _parse(self, sympify, text, oid: str, column: str) -> sp.Expr:
         if text is None or (isinstance(text, float) and math.isnan(text)):
@@ -61,19 +62,20 @@ class Formulas:
         return max(found, default=0)
 
     def evaluate(self, simulated: dict[str, np.ndarray], sets: dict[str, np.ndarray],
-                 n: int) -> tuple[np.ndarray, np.ndarray]:
-        """(simulation, sigma), each (R, n), at every measurement row."""
+                 n: int, rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(simulation, sigma), each (len(rows), n), at the measurement rows `rows`
+        (indices; None: every row), whose model values `simulated` holds in that order."""
         meas = self.problem.measurements
-        rows = len(meas)
-        sim = np.full((rows, n), np.nan)
-        sigma = np.full((rows, n), np.nan)
-        obs_ids = np.asarray(meas["observableId"])
-        times = np.asarray(meas["time"], dtype=float)
+        rows = np.arange(len(meas)) if rows is None else np.asarray(rows, dtype=int)
+        sim = np.full((len(rows), n), np.nan)
+        sigma = np.full((len(rows), n), np.nan)
+        obs_ids = np.asarray(meas["observableId"])[rows]
+        times = np.asarray(meas["time"], dtype=float)[rows]
         for oid in self.observable:
             where = np.flatnonzero(obs_ids == oid)
             if not where.size:
                 continue
-            placeholders = self._placeholders(oid, where, sets, n)
+            placeholders = self._placeholders(oid, rows[where], sets, n)
             y = self._values(self.observable[oid], oid, where, placeholders, simulated, sets,
                              n, times, None)
             sim[where] = y
@@ -82,8 +84,9 @@ class Formulas:
         return sim, sigma
 
     def _placeholders(self, oid, where, sets, n) -> dict[str, np.ndarray]:
-        """{placeholder name: (rows, n)} from the rows' observableParameters and
-        noiseParameters cells (a noise formula may use both kinds)."""
+        """{placeholder name: (rows, n)} from the observableParameters and
+        noiseParameters cells of the measurement rows `where` (a noise formula may use
+        both kinds)."""
         meas = self.problem.measurements
         both = (*self.observable[oid].free_symbols, *self.noise[oid].free_symbols)
         out: dict[str, np.ndarray] = {}
@@ -123,8 +126,10 @@ class Formulas:
                 raise OptionError("problem", f"{self.problem.path}: the formula of {oid} uses "
                                              f"{name!r}, which is neither a model id, a "
                                              f"parameterId nor a placeholder")
-        symbols = sorted(args, key=lambda s: s.name)
-        f = sp.lambdify(symbols, expr, "numpy")
+        symbols = tuple(sorted(args, key=lambda s: s.name))
+        key = (oid, own is None, symbols)  # lambdify once per formula and symbols
+        if key not in self._functions:
+            self._functions[key] = sp.lambdify(symbols, expr, "numpy")
         with np.errstate(all="ignore"):
-            out = f(*[args[s] for s in symbols])
+            out = self._functions[key](*[args[s] for s in symbols])
         return np.broadcast_to(np.asarray(out, dtype=float), (len(where), n))

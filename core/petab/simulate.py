@@ -27,7 +27,7 @@ import numpy as np
 
 from ..results.status import Status
 from .conditions import Conditions, assigned_by_conditions
-from .model import ModelEvaluator, explicit, without_initial_assignments
+from .model import MemberParameters, ModelEvaluator, explicit, without_initial_assignments
 from .problem import PetabProblem
 
 #: status codes of sbmlgpu.petab: fixed and apart from the low codes that backends
@@ -74,32 +74,47 @@ class Runs:
 
 @dataclass
 class Simulated:
-    """Model values at every measurement row: {SBML id: (R, n)}, and per (run, set)
-    the status code (n_runs, n)."""
+    """Model values at the measurement rows `rows` (indices into the measurement
+    table): {SBML id: (len(rows), n)}, and per (run, set) the status code
+    (n_runs, n). With an objective reduced on the device, `rows` are only those at
+    t = inf (steady states, computed on the host) and `reduced` holds (nll, chi2)
+    per set summed over the rows at finite times, whose values never came back."""
 
     values: dict[str, np.ndarray]
     status: np.ndarray
+    rows: np.ndarray
     messages: dict[tuple[int, int], str] = field(default_factory=dict)
-    #: with an objective reduced on the device: (nll, chi2) per set summed over the
-    #: rows at finite times, whose `values` are then not filled (NaN)
     reduced: tuple[np.ndarray, np.ndarray] | None = None
+    #: the ode backend's method of the main stage (None: another backend)
+    method: str | None = None
 
 
 class Simulation:
-    """One problem, n parameter sets, through `backend` on `device`."""
+    """One problem through `backend` on `device`. What does not depend on the
+    parameter sets (the model simulated, its numpy functions) is built once, so that
+    every `run` of this object, whatever its sets, reuses the compiled program that
+    sbmlgpu.api keeps per loaded model (generated kernels, engines)."""
 
-    def __init__(self, problem: PetabProblem, sets: dict[str, np.ndarray], n: int, *,
-                 backend: str | None = "ode", device="auto", options=None):
+    def __init__(self, problem: PetabProblem, *, backend: str | None = "ode", device="auto",
+                 options=None, fixed_columns: bool = False):
         self.problem = problem
         network = without_initial_assignments(problem.network, assigned_by_conditions(problem))
         self.ev = ModelEvaluator(network)
         self.explicit = explicit(network)
-        self.conditions = Conditions(problem, self.ev, sets, n)
-        self.n = n
         self.backend, self.device, self.options = backend, device, options
+        # fixed_columns: every model value that the parameter table or a condition can
+        # set is a column of every run, and stays one where alike over the ensemble
+        # (TimeCourse.table_columns), so that runs with any values share one kernel;
+        # otherwise only the values that differ from the model's are columns
+        ids = [q.id for q in problem.parameters] + list(problem.problem.condition_df.columns)
+        self.always = {i for i in ids if i in self.ev.p_index and i not in self.ev.x_index} \
+            if fixed_columns else set()
+        self.fixed_columns = fixed_columns
+        self.method: str | None = None  # the ode backend's method of the last stage
 
     # -- one ensemble ---------------------------------------------------------------------
-    def time_course(self, p: np.ndarray, x0: np.ndarray, times: np.ndarray, reduce=None):
+    def time_course(self, p: MemberParameters, x0: np.ndarray, times: np.ndarray,
+                    reduce=None):
         """The explicit model from x0 with parameters p (original view's vectors).
         Every stage varies the same columns and reports the same outputs (set by
         `run`), so that all stages run one compiled kernel. `reduce`: see run."""
@@ -108,27 +123,34 @@ class Simulation:
 
         ev = self.ev
         columns = {sid: x0[i] for sid, i in ev.x_index.items()}
-        columns.update({pid: p[ev.p_index[pid]] for pid in self.varied})
+        columns.update({pid: p.column(ev.p_index[pid]) for pid in self.varied})
         task = TimeCourse(times=times, parameters=columns, outputs=self.outputs or None,
-                          reduce=reduce, progress=False)
-        return execute(self.explicit, task, self.backend, options=self.options,
-                       device=self.device).result
+                          reduce=reduce, progress=False,
+                          table_columns=tuple(columns) if self.fixed_columns else ())
+        result = execute(self.explicit, task, self.backend, options=self.options,
+                         device=self.device).result
+        self.method = result.metadata.get("method") \
+            if result.metadata.get("backend") == "ode" else None
+        return result
 
     def _plan(self, p_matrices, ids: list[str], steady: bool) -> None:
-        """The parameters that differ from the model's anywhere, and the outputs."""
+        """The parameters that differ from the model's anywhere (and, with
+        fixed_columns, every one a table can set), and the outputs."""
         ev = self.ev
         nominal = ev.ode.p_values[:, None]
         self.varied = []
         for pid, j in ev.p_index.items():
             if pid in ev.x_index:
                 continue
-            if any(not np.all((p[j] == nominal[j]) | (np.isnan(p[j]) & np.isnan(nominal[j])))
-                   for p in p_matrices):
+            if pid in self.always or any(
+                    not np.all((p[j] == nominal[j]) | (np.isnan(p[j]) & np.isnan(nominal[j])))
+                    for p in p_matrices):
                 self.varied.append(pid)
         states = ev.output_names() if steady else []
         self.outputs = tuple(dict.fromkeys([*states, *ids]))
 
-    def steady_state(self, p: np.ndarray, x0: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict]:
+    def steady_state(self, p: MemberParameters, x0: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray, dict]:
         """(x at steady state (n_x, M), status (M,), messages)."""
         ev = self.ev
         m = p.shape[1]
@@ -156,22 +178,28 @@ class Simulation:
         return x, status, messages
 
     # -- the problem ------------------------------------------------------------------------
-    def run(self, runs: Runs, ids: list[str], objective=None) -> Simulated:
-        """`objective(outputs)`: makes the objective.ObjectiveReduction of the time
-        courses' outputs; where the backend reduces on its device, the rows at
-        finite times are scored there (Simulated.reduced) and never copied back."""
-        n, ev, cond = self.n, self.ev, self.conditions
+    def run(self, runs: Runs, ids: list[str], sets: dict[str, np.ndarray], n: int,
+            objective=None) -> Simulated:
+        """n parameter sets (`sets`: {parameterId: n values or one}). `objective(outputs)`:
+        makes the reduction.ObjectiveReduction of the time courses' outputs; where the
+        backend reduces on its device, the rows at finite times are scored there
+        (Simulated.reduced) and never copied back."""
+        ev = self.ev
+        cond = Conditions(self.problem, ev, sets, n)
         n_runs = len(runs.pairs)
         status = np.zeros((n_runs, n), np.int8)
         messages: dict[tuple[int, int], str] = {}
+        self.method = None
 
-        def record(run_ids: list[int], codes: np.ndarray, notes: dict) -> None:
+        def record(run_ids: list[int], codes: np.ndarray, note) -> None:
+            """Failures of `run_ids` (codes: their members, run after run); `note(k, j)`:
+            the message of set j of run_ids[k]. Only failed members are visited."""
             codes = codes.reshape(len(run_ids), n)
             for k, run in enumerate(run_ids):
                 fresh = (status[run] == 0) & (codes[k] != 0)
                 status[run][fresh] = codes[k][fresh]
                 for j in np.flatnonzero(fresh):
-                    messages[(run, int(j))] = notes.get(k * n + int(j), "")
+                    messages[(run, int(j))] = note(k, int(j))
 
         # initial states of every run under its simulation condition
         sims = [b for _, b in runs.pairs]
@@ -179,7 +207,7 @@ class Simulation:
         x0 = ev.initial_state(p)
         pre_runs = [k for k, (a, _) in enumerate(runs.pairs) if a is not None]
         pre_conditions = sorted({runs.pairs[k][0] for k in pre_runs})
-        p_pre = cond.parameters(pre_conditions) if pre_runs else p[:, :0]
+        p_pre = cond.parameters(pre_conditions) if pre_runs else p.take([])
         x_pre = ev.initial_state(p_pre)
         # the overrides also set p (species that are not states): before planning
         cond.apply_to_state(pre_conditions, x_pre, p_pre)
@@ -190,34 +218,42 @@ class Simulation:
             for k in pre_runs:
                 c = pre_conditions.index(runs.pairs[k][0])
                 x0[:, k * n:(k + 1) * n] = x_ss[:, c * n:(c + 1) * n]
-                sub = codes[c * n:(c + 1) * n]
-                record([k], sub, {j: notes.get(c * n + j, "") for j in range(n)})
+                record([k], codes[c * n:(c + 1) * n],
+                       lambda _, j, c=c: notes.get(c * n + j, ""))
             cond.apply_to_state(sims, x0, p)  # again, on the steady states
 
-        values = {sid: np.full((len(runs.row_run), n), np.nan) for sid in ids}
-        members = runs.row_run[:, None] * n + np.arange(n)[None, :]
         timed = runs.row_time_index >= 0
-        reduced = None
+        reduced, result = None, None
         if timed.any():
             reduce = objective(self.outputs) if objective is not None else None
             result = self.time_course(p, x0, runs.times, reduce)
             record(list(range(n_runs)), result.status,
-                   {i: result.messages.get(i, "") for i in range(n_runs * n)})
+                   lambda k, j: result.messages.get(k * n + j, ""))
             if "reduced" in result.metadata:
-                reduced = reduce.per_set(*(result.metadata["reduced"][k] for k in reduce.names))
-            for sid in ids if reduced is None else ():
-                column = result[sid]  # (M, T)
-                values[sid][timed] = column[members[timed],
-                                            runs.row_time_index[timed][:, None]]
+                reduced = reduce.per_set(*(result.metadata["reduced"][name]
+                                           for name in reduce.names))
+        method = self.method
+        # the rows whose model values the host needs: all, or those at t = inf
+        rows = np.flatnonzero(~timed) if reduced is not None else np.arange(len(timed))
+        values = {sid: np.full((len(rows), n), np.nan) for sid in ids}
+        if result is not None and reduced is None:
+            where = np.flatnonzero(timed)
+            members = runs.row_run[where][:, None] * n + np.arange(n)[None, :]
+            for sid in ids:
+                values[sid][where] = result[sid][members, runs.row_time_index[where][:, None]]
         if (~timed).any():
             inf_runs = sorted(set(runs.row_run[~timed].tolist()))
             cols = np.concatenate([np.arange(k * n, (k + 1) * n) for k in inf_runs])
-            x_ss, codes, notes = self.steady_state(p[:, cols], x0[:, cols])
-            record(inf_runs, codes, notes)
-            at = ev.values(ids, x_ss, p[:, cols], float(STEADY_TIMES[-1])) if ids else None
+            p_inf = p.take(cols)
+            x_ss, codes, notes = self.steady_state(p_inf, x0[:, cols])
+            record(inf_runs, codes, lambda k, j: notes.get(k * n + j, ""))
+            at = ev.values(ids, x_ss, p_inf, float(STEADY_TIMES[-1])) if ids else None
             slot = {k: i for i, k in enumerate(inf_runs)}
+            position = np.full(len(timed), -1)
+            position[rows] = np.arange(len(rows))
             for r in np.flatnonzero(~timed):
                 k = slot[int(runs.row_run[r])]
                 for q, sid in enumerate(ids):
-                    values[sid][r] = at[q, k * n:(k + 1) * n]
-        return Simulated(values, status, messages, reduced)
+                    values[sid][position[r]] = at[q, k * n:(k + 1) * n]
+            method = method or self.method
+        return Simulated(values, status, rows, messages, reduced, method)

@@ -87,6 +87,13 @@ class TimeCourse(Task):
     #: no "reduced"
     reduce: Any = field(default=None, repr=False, compare=False,
                         metadata={"cli": False, "help": "", "internal": True})
+    #: columns of `parameters` that stay columns of the backend's table even where
+    #: alike over the ensemble (the ode backend makes the others constants of its
+    #: kernel): a caller that runs again with other values (sbmlgpu.petab.objective)
+    #: then reuses one kernel
+    table_columns: tuple[str, ...] = field(default=(), repr=False, compare=False,
+                                           metadata={"cli": False, "help": "",
+                                                     "internal": True})
     #: {id: the option that gave its values} (--sample, ...), for error messages
     sources: dict[str, str] = field(default_factory=dict, init=False, repr=False,
                                     metadata={"cli": False, "help": "", "internal": True})

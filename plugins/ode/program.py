@@ -143,9 +143,11 @@ class OdeProgram(Program):
         params = dict(task.parameters or {})
         # a column with one value over an ensemble does not vary: it becomes a literal
         # of the kernel (a single member keeps its values in the table, so that runs
-        # one after another with other values reuse the compiled kernel)
+        # one after another with other values reuse the compiled kernel, as do the
+        # columns the task keeps: table_columns)
+        keep = set(task.table_columns)
         constant = {k: float(np.asarray(v, dtype=float).reshape(-1)[0]) for k, v in params.items()
-                    if n > 1 and _is_constant(v)}
+                    if n > 1 and k not in keep and _is_constant(v)}
         varied = tuple(k for k in params if k not in constant)
         table64 = _table(params, varied, n)
         spec = self._specialise(varied, outputs, constant, table64, times, profiler)

@@ -1,8 +1,10 @@
 """The PEtab objective reduced where the time courses are (kernels/objective.cu).
 
 An ensemble of N parameter sets on the GPU computes N x runs time courses; copying
-them back to evaluate the likelihood in numpy moves gigabytes for N numbers. An
-`ObjectiveReduction` is handed to the ode backend with the time-course task
+them back to evaluate the likelihood in numpy moves gigabytes for N numbers. The
+`ObjectiveRows` of a problem (the kernel's text, the row tables) are built once
+(sbmlgpu.petab.objective keeps them from call to call); an `ObjectiveReduction`
+(those rows and one call's per-set values q) is handed to the ode backend with the time-course task
 (`TimeCourse.reduce`): after each batch's integration the GPU engine runs the
 objective kernel on the batch's device buffer and returns, per member (a run and a
 set), the sums of the negative log-likelihood and chi2 terms over that run's
@@ -15,7 +17,8 @@ The tables the kernel reads (all per measurement row at a finite time, rows
 grouped by run): run_rows (CSR offsets per run), the output-time index, the
 observable, the measurement, the time; the placeholder slots (a number or a
 parameterId's per-set value); q, the per-set values of every parameterId the
-formulas or slots name, (n_q, n_sets) row-major.
+formulas or slots name, (n_q, n_sets) row-major (the only table that changes
+from call to call).
 """
 
 from __future__ import annotations
@@ -50,31 +53,32 @@ class RowTables:
     t: np.ndarray  # (rows,) float64
     slot_q: np.ndarray  # (rows, slots) int32, -1: a number
     slot_value: np.ndarray  # (rows, slots) float64
-    q: np.ndarray  # (n_q, n_sets) float64
 
 
 @dataclass
-class ObjectiveReduction:
-    """What the GPU engine needs to score a batch: the kernel text for each
-    precision, the row tables, and `launch` (one batch)."""
+class ObjectiveRows:
+    """What the objective kernel needs of a problem, whatever the parameter sets:
+    its text for each precision (the formulas, printed once), the row tables, and
+    which parameterIds q holds. Built once per problem and outputs; `for_sets`
+    makes the reduction of one call (its q), sharing the compiled kernels."""
 
     formulas: Formulas
     outputs: tuple[str, ...]
-    n_sets: int
     tables: RowTables
+    q_ids: tuple[str, ...]
     observables: list[dict]
     slots: int
     _kernels: dict = field(default_factory=dict, repr=False)  # (device, precision) ->
 
-    names = (NLL, CHI2)
-
     @classmethod
-    def build(cls, formulas: Formulas, runs, sets: dict[str, np.ndarray], n: int,
-              outputs: tuple[str, ...]) -> "ObjectiveReduction":
-        """`runs`: simulate.Runs; `outputs`: the time-course task's outputs (the
-        columns of the device buffer), which hold every model id the formulas use."""
+    def build(cls, formulas: Formulas, runs, parameter_ids, outputs: tuple[str, ...]
+              ) -> "ObjectiveRows":
+        """`runs`: simulate.Runs; `parameter_ids`: the parameter table's ids (the keys
+        of every set); `outputs`: the time-course task's outputs (the columns of the
+        device buffer), which hold every model id the formulas use."""
         problem = formulas.problem
         meas = problem.measurements
+        known = set(parameter_ids)
         oids = list(formulas.observable)
         slot_names = {oid: _slot_names(formulas, oid) for oid in oids}
         slots = max((len(v) for v in slot_names.values()), default=0)
@@ -89,7 +93,7 @@ class ObjectiveReduction:
             for symbol in sorted({s for e in (formulas.observable[oid], formulas.noise[oid])
                                   for s in e.free_symbols}, key=lambda s: s.name):
                 symbols[symbol] = _symbol_text(symbol.name, oid, outputs, slot_names[oid],
-                                               sets, q_index, problem.path)
+                                               known, q_index, problem.path)
             obs = problem.problem.observable_df.loc[oid]
             observables.append({
                 "id": oid,
@@ -105,26 +109,35 @@ class ObjectiveReduction:
         obs_ids = meas["observableId"].to_numpy()
         slot_q = np.full((len(timed), max(slots, 1)), -1, np.int32)
         slot_value = np.full((len(timed), max(slots, 1)), np.nan)
+        counts = {oid: _slot_counts(formulas, oid) for oid in oids}
+        cells = {column: meas[column].to_numpy() for _, column in PLACEHOLDERS
+                 if column in meas.columns}
         for r, row in enumerate(timed):
             oid = str(obs_ids[row])
             where = f"measurement row {row + 2}"
-            for k, value in enumerate(_row_slots(formulas, oid, meas, row, sets, where)):
+            for k, value in enumerate(_row_slots(counts[oid], cells, row, known, where)):
                 if isinstance(value, str):
                     slot_q[r, k] = q_index(value)
                 else:
                     slot_value[r, k] = value
-        counts = np.bincount(runs.row_run[timed], minlength=len(runs.pairs))
-        q = np.vstack([np.broadcast_to(np.asarray(sets[pid], dtype=float), (n,))
-                       for pid in q_ids]) if q_ids else np.zeros((1, n))
+        rows_per_run = np.bincount(runs.row_run[timed], minlength=len(runs.pairs))
         tables = RowTables(
-            run_rows=np.concatenate([[0], np.cumsum(counts)]).astype(np.int32),
+            run_rows=np.concatenate([[0], np.cumsum(rows_per_run)]).astype(np.int32),
             time_index=runs.row_time_index[timed].astype(np.int32),
             observable=np.array([oids.index(str(obs_ids[r])) for r in timed], np.int32),
             measurement=meas["measurement"].to_numpy(float)[timed],
             t=runs.row_time[timed].astype(float),
-            slot_q=np.ascontiguousarray(slot_q), slot_value=np.ascontiguousarray(slot_value),
-            q=np.ascontiguousarray(q))
-        return cls(formulas, tuple(outputs), int(n), tables, observables, slots)
+            slot_q=np.ascontiguousarray(slot_q), slot_value=np.ascontiguousarray(slot_value))
+        return cls(formulas, tuple(outputs), tables, tuple(q_ids), observables, slots)
+
+    def for_sets(self, sets: dict[str, np.ndarray], n: int) -> "ObjectiveReduction":
+        """The reduction of one call: q, the sets' values of the parameterIds the
+        formulas and placeholders name, (n_q, n) row-major."""
+        q = np.empty((max(len(self.q_ids), 1), n))
+        q[0] = 0.0
+        for k, pid in enumerate(self.q_ids):
+            q[k] = sets[pid]  # one value (broadcast) or one per set
+        return ObjectiveReduction(self, int(n), q)
 
     # -- the kernel ---------------------------------------------------------------------
     def source(self, precision: str) -> str:
@@ -140,18 +153,47 @@ class ObjectiveReduction:
                 self._kernels[key] = module.function(KERNEL)
             return self._kernels[key]
 
+
+@dataclass
+class ObjectiveReduction:
+    """What the GPU engine needs to score a batch of one call: the prepared rows
+    (kernel, tables), the sets' q, and `launch` (one batch)."""
+
+    rows: ObjectiveRows
+    n_sets: int
+    q: np.ndarray  # (n_q, n_sets) float64
+
+    names = (NLL, CHI2)
+
+    @classmethod
+    def build(cls, formulas: Formulas, runs, sets: dict[str, np.ndarray], n: int,
+              outputs: tuple[str, ...]) -> "ObjectiveReduction":
+        """Rows and q at once (one call)."""
+        return ObjectiveRows.build(formulas, runs, sets, outputs).for_sets(sets, n)
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        return self.rows.outputs
+
+    @property
+    def tables(self) -> RowTables:
+        return self.rows.tables
+
+    def source(self, precision: str) -> str:
+        return self.rows.source(precision)
+
     def launch(self, device, out_buf, status_buf, members_arg, first_member: int, b: int,
                n_outputs: int, precision: str, keep, profiler=None) -> dict[str, np.ndarray]:
         """Score one batch whose time courses are in `out_buf` (the trajectory sink's
         layout); returns {NLL: (b,), CHI2: (b,)} in launch order. `keep`: registers
         a device buffer for freeing with the batch's."""
-        kernel = self.kernel(device, precision)
+        kernel = self.rows.kernel(device, precision)
         t = self.tables
         args = [np.int64(b), np.int64(self.n_sets), out_buf, np.int32(n_outputs), status_buf,
                 members_arg, np.uint64(first_member)]
         args += [keep(device.to_device(a)) for a in (
             t.run_rows, t.time_index, t.observable, t.measurement, t.t, t.slot_q,
-            t.slot_value, t.q)]
+            t.slot_value, self.q)]
         nll_buf = keep(device.alloc(max(b, 1) * 8))
         chi2_buf = keep(device.alloc(max(b, 1) * 8))
         timing = kernel.launch(((b + BLOCK - 1) // BLOCK,), (BLOCK,), args + [nll_buf, chi2_buf])
@@ -182,7 +224,7 @@ def _slot_names(formulas: Formulas, oid: str) -> list[str]:
     return names
 
 
-def _symbol_text(name, oid, outputs, slots, sets, q_index, path) -> str:
+def _symbol_text(name, oid, outputs, slots, known, q_index, path) -> str:
     """C text of a formula's symbol, in the precedence of Formulas._values."""
     if name in outputs:
         return f"PETAB_OUT({outputs.index(name)}) /* {name} */"
@@ -190,7 +232,7 @@ def _symbol_text(name, oid, outputs, slots, sets, q_index, path) -> str:
         return f"row->ph[{slots.index(name)}] /* {name} */"
     if name == oid:
         return "y"
-    if name in sets:
+    if name in known:
         return f"PETAB_Q({q_index(name)}) /* {name} */"
     if name in ("time", "t"):
         return "row->t"
@@ -198,33 +240,39 @@ def _symbol_text(name, oid, outputs, slots, sets, q_index, path) -> str:
                                  f"neither a model id, a parameterId nor a placeholder")
 
 
-def _row_slots(formulas: Formulas, oid: str, meas, row: int, sets, where: str) -> list:
-    """The row's placeholder values in slot order: numbers, or parameterIds (str)
-    whose per-set values q holds."""
+def _slot_counts(formulas: Formulas, oid: str) -> list[tuple[str, int]]:
+    """[(measurement-table column, placeholders)] of observable `oid`, slot order."""
+    return [(column, max(formulas.placeholders(formulas.observable[oid], kind, oid),
+                         formulas.placeholders(formulas.noise[oid], kind, oid)))
+            for kind, column in PLACEHOLDERS]
+
+
+def _row_slots(counts, cells, row: int, known, where: str) -> list:
+    """The row's placeholder values in slot order (`counts`: _slot_counts; `cells`:
+    {column: the measurement table's column}): numbers, or parameterIds (str) whose
+    per-set values q holds."""
     from .values import split_overrides
 
     out: list = []
-    for kind, column in PLACEHOLDERS:
-        count = max(formulas.placeholders(formulas.observable[oid], kind, oid),
-                    formulas.placeholders(formulas.noise[oid], kind, oid))
+    for column, count in counts:
         if not count:
             continue
-        cell = meas[column].to_numpy()[row] if column in meas.columns else None
+        cell = cells[column][row] if column in cells else None
         for entry in split_overrides(cell, count, f"{where}, {column}"):
-            out.append(_entry(entry, sets, where))
+            out.append(_entry(entry, known, where))
     return out
 
 
 _NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$|^[+-]?(inf|nan)$", re.I)
 
 
-def _entry(entry, sets, where: str):
-    """A number (NaN when empty), or a parameterId of `sets` (its name: read per set);
+def _entry(entry, known, where: str):
+    """A number (NaN when empty), or a parameterId of `known` (its name: read per set);
     anything else is values.resolve's OptionError."""
     from .values import resolve
 
     text = None if isinstance(entry, (int, float, np.integer, np.floating)) else str(entry).strip()
-    if text is not None and text in sets and not _NUMBER.match(text):
+    if text is not None and text in known and not _NUMBER.match(text):
         return text
     return float(resolve(entry, {}, 1, where)[0])
 

@@ -1,0 +1,183 @@
+"""`sbmlgpu.petab.objective(problem)`: a PEtab problem's objective prepared once and
+evaluated for many parameter sets, call after call, as an estimation loop uses it.
+
+What does not depend on the sets is done once: the problem read and checked, the
+observable and noise formulas parsed, the runs (condition pairs) and output times,
+the model simulated (so that sbmlgpu.api's per-model program, with its generated
+kernels and engines, is reused), the objective kernel's text and row tables
+(reduction.ObjectiveRows). A call builds the runs x sets ensemble's parameter
+columns, simulates every run of every set as one batched ensemble per stage, and
+returns a PetabResult: nllh, chi2 and status per set. On the GPU the likelihood of
+the rows at finite times is reduced there (one pair of numbers per member comes
+back); the host scores only the rows at t = inf, or, where the time courses come
+back (CPU path, reference backend, one set), every row.
+
+With `keep_kernel` (the default) every call runs one kernel: the ode backend's
+`--method auto` choice of the first call is kept for the calls after it (an
+estimation loop sees one integrator throughout, and a call skips the method check,
+which reads every member's parameters), and every value the parameter table or a
+condition can set is a column of the ensemble's table whatever its values (none
+becomes a constant compiled into the kernel, which other values would compile
+again). `simulate_problem` (keep_kernel False) checks the method and makes alike
+columns constants, as a one-off run should.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+import numpy as np
+
+from ..errors import OptionError
+from ..results.status import Status
+from .likelihood import terms
+from .observables import Formulas
+from .problem import PetabProblem, load_problem
+from .reduction import ObjectiveRows
+from .result import NON_FINITE_OBJECTIVE, PetabResult
+from .simulate import Runs, Simulation
+from .values import nominal_sets, sampled_sets, set_count, table_sets
+
+
+class PreparedObjective:
+    """A PEtab problem's objective, prepared once (module doc). Call it with
+    parameter sets: {parameterId: values} (linear scale; ids left out stay nominal),
+    a 2-D array (sets x `parameter_ids`, linear scale), a CSV path, or nothing (the
+    nominal set)."""
+
+    def __init__(self, problem, *, backend: str | None = "ode", device="auto", options=None,
+                 keep_kernel: bool = True):
+        self.problem = problem if isinstance(problem, PetabProblem) else load_problem(problem)
+        p = self.problem
+        self.formulas = Formulas(p)
+        self.runs = Runs.of(p)
+        self.backend = backend
+        self.keep_kernel = keep_kernel
+        self.simulation = Simulation(p, backend=backend, device=device, options=options,
+                                     fixed_columns=keep_kernel)
+        #: the estimated parameters, in the order of a 2-D array's columns
+        self.parameter_ids = [q.id for q in p.parameters if q.estimate]
+        self.method: str | None = None  # the kept method (keep_kernel), once chosen
+        self._rows: dict[tuple[str, ...], ObjectiveRows] = {}
+        meas = p.measurements
+        obs = p.problem.observable_df
+        ids = meas["observableId"].to_numpy()
+        self._measurement = meas["measurement"].to_numpy(float)
+        self._scale = _column(obs, "observableTransformation", "lin").reindex(ids) \
+            .to_numpy().astype(str)
+        self._distribution = _column(obs, "noiseDistribution", "normal").reindex(ids) \
+            .to_numpy().astype(str)
+
+    # -- the sets ---------------------------------------------------------------------------
+    def sets(self, parameters=None) -> dict[str, np.ndarray]:
+        """{parameterId: values} of every parameter of the table from what a call is
+        given (see the class doc)."""
+        if parameters is None:
+            return nominal_sets(self.problem)
+        if isinstance(parameters, Mapping):
+            return table_sets(self.problem, dict(parameters))
+        if isinstance(parameters, np.ndarray) or isinstance(parameters, (list, tuple)):
+            x = np.asarray(parameters, dtype=float)
+            x = x[None, :] if x.ndim == 1 else x
+            if x.ndim != 2 or x.shape[1] != len(self.parameter_ids):
+                raise OptionError("parameters", f"an array of parameter sets needs one column "
+                                                f"per estimated parameter "
+                                                f"({len(self.parameter_ids)}: "
+                                                f"{', '.join(self.parameter_ids[:5])}...), "
+                                                f"not shape {x.shape}")
+            return table_sets(self.problem, {pid: x[:, k]
+                                             for k, pid in enumerate(self.parameter_ids)})
+        return table_sets(self.problem, parameters)
+
+    def sampled(self, n: int, seed: int = 0) -> PetabResult:
+        """The objective of n sets sampled within the bounds (`sbmlgpu petab --ensemble`)."""
+        return self.evaluate(sampled_sets(self.problem, n, seed))
+
+    def __call__(self, parameters=None) -> PetabResult:
+        return self.evaluate(self.sets(parameters))
+
+    # -- one call -----------------------------------------------------------------------------
+    def evaluate(self, sets: dict[str, np.ndarray]) -> PetabResult:
+        """nllh, chi2 and status of every set of `sets` ({parameterId: values} of every
+        parameter of the table, as `sets()` makes them)."""
+        p = self.problem
+        n = set_count(sets)
+        # an ensemble's objective is reduced on the GPU where the ode backend runs there
+        # (no time courses come back); one member keeps its simulation table
+        reduction = (lambda outputs: self._rows_for(outputs).for_sets(sets, n)) \
+            if n > 1 and self.backend == "ode" else None
+        simulated = self.simulation.run(self.runs, self.formulas.model_ids, sets, n, reduction)
+        rows = simulated.rows
+        sim, sigma = self.formulas.evaluate(simulated.values, sets, n, rows)
+        nll_rows, chi2_rows = terms(self._measurement[rows], sim, sigma, self._scale[rows],
+                                    self._distribution[rows])
+        nll, chi2 = nll_rows.sum(axis=0), chi2_rows.sum(axis=0)
+        if simulated.reduced is not None:  # the rows at finite times, scored on the device
+            nll = simulated.reduced[0] + nll
+            chi2 = simulated.reduced[1] + chi2
+        status, messages = _member_status(simulated, self.runs, n)
+        bad = (status == int(Status.ok)) & ~(np.isfinite(nll) & np.isfinite(chi2))
+        status[bad] = int(NON_FINITE_OBJECTIVE)
+        for j in np.flatnonzero(bad):
+            messages[int(j)] = NON_FINITE_OBJECTIVE.message
+        if self.keep_kernel:
+            self._keep(simulated.method)
+        return PetabResult(p, sets, nll, chi2, status, messages, rows, sim, sigma,
+                           simulated.reduced is not None, simulated.method)
+
+    def _rows_for(self, outputs: tuple[str, ...]) -> ObjectiveRows:
+        if outputs not in self._rows:
+            self._rows[outputs] = ObjectiveRows.build(
+                self.formulas, self.runs, [q.id for q in self.problem.parameters], outputs)
+        return self._rows[outputs]
+
+    def _keep(self, method: str | None) -> None:
+        """Run the calls after this one with the method `--method auto` chose now."""
+        if method is None or self.method is not None:
+            return
+        options = self.simulation.options
+        if isinstance(options, Mapping):
+            if options.get("method", "auto") != "auto":
+                return
+            options = {**options, "method": method}
+        elif options is None:
+            options = {"method": method}
+        elif getattr(options, "method", None) == "auto":
+            options = dataclasses.replace(options, method=method)
+        else:
+            return
+        self.method = method
+        self.simulation.options = options
+
+
+def objective(problem, *, backend: str | None = "ode", device="auto", options=None,
+              keep_kernel: bool = True) -> PreparedObjective:
+    """A PEtab problem (a YAML path or a loaded PetabProblem) prepared for repeated
+    evaluation: `objective(problem)(sets)` returns a PetabResult (`.nllh`, `.chi2`,
+    `.status` per set). `backend`, `device`, `options`: as simulate_problem's.
+    docs/petab.md has an example."""
+    return PreparedObjective(problem, backend=backend, device=device, options=options,
+                             keep_kernel=keep_kernel)
+
+
+def _column(df, name: str, default: str):
+    import pandas as pd
+
+    if name not in df.columns:
+        return pd.Series(default, index=df.index)
+    return df[name].fillna(default).replace("", default)
+
+
+def _member_status(simulated, runs: Runs, n: int) -> tuple[np.ndarray, dict[int, str]]:
+    """A member (set) fails with the first failure of any of its runs."""
+    status = np.zeros(n, np.int8)
+    messages: dict[int, str] = {}
+    for k in range(len(runs.pairs)):
+        for j in np.flatnonzero((status == 0) & (simulated.status[k] != 0)):
+            status[j] = simulated.status[k, j]
+            pre, sim = runs.pairs[k]
+            where = f"condition {sim}" + (f" after preequilibration {pre}" if pre else "")
+            note = simulated.messages.get((k, int(j)), "") or Status(int(status[j])).message
+            messages[int(j)] = f"{where}: {note}"
+    return status, messages

@@ -1,0 +1,55 @@
+"""benchmarks/petab_objective.py on the CPU (the lead runs it on the GPU): our first
+and repeated calls of the prepared objective, and, where the roadrunner package is
+installed (it is no dependency of sbmlgpu), libRoadRunner's objective of the same
+sets, which must agree with ours."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.shared_data import MODELS
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+pytest.importorskip("petab.v1", reason="the petab extra is not installed")
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "petab_objective.py"
+ROOT = MODELS / "petab-benchmark"
+# preequilibration and 8 runs
+PROBLEM = "Brannmark_JBC2010"
+FOUND = (ROOT / PROBLEM / f"{PROBLEM}.yaml").is_file()  # decided once, at collection
+
+
+def _run(out, *extra) -> dict:
+    if not FOUND:
+        pytest.skip(f"no {ROOT / PROBLEM}")
+    done = subprocess.run([sys.executable, str(SCRIPT), "--root", str(ROOT), "--models",
+                           PROBLEM, "--n", "24", "--cpu", "--out", str(out), *extra],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = json.loads((out / "petab_objective.json").read_text())["problems"]
+    assert [r["problem"] for r in rows] == [PROBLEM] and "error" not in rows[0], rows
+    return rows[0]
+
+
+def test_first_and_repeated_calls_are_measured(tmp_path):
+    row = _run(tmp_path, "--cores", "0", "--repeats", "2")
+    assert row["sets"] == 24 and row["runs"] == 8
+    assert sum(row["status_counts"].values()) == 24
+    assert len(row["repeated_s"]) == 2 and row["repeated_best_s"] == min(row["repeated_s"])
+    assert row["first_s"] > 0 and row["sets_per_s"] == pytest.approx(24 / row["repeated_best_s"])
+    assert row["repeated_equals_first"] is True
+    assert row["roadrunner"] == {"available": False, "why": "--cores 0"}
+
+
+def test_roadrunner_computes_the_same_objective(tmp_path):
+    pytest.importorskip("roadrunner", reason="libRoadRunner is not installed (no dependency)")
+    row = _run(tmp_path, "--cores", "1", "--time-budget", "1", "--repeats", "1")
+    rr = row["roadrunner"]
+    assert rr["available"] and rr["sets"] >= 1 and rr["sets_per_s"] > 0
+    assert rr["compared_sets"] >= 1 and rr["nllh_max_rel_diff"] < 1e-3
+    assert row["speedup_repeated"] == pytest.approx(row["sets_per_s"] / rr["sets_per_s"])
