@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from benchmarks.ode_petab import (ATOL, DEFAULT_ROOT, POINTS, RTOL, end_time,  # noqa: E402
                                   parameter_sets, petab_problem, rel_error,
-                                  roadrunner_nominal, roadrunner_rate)
+                                  roadrunner_nominal, roadrunner_rate, rr_selections)
 
 #: PEtab models whose kernels build in seconds on the host (rodas4 and dopri5)
 DEFAULT_MODELS = ("Perelson_Science1996", "Boehm_JProteomeRes2014", "Fujita_SciSignal2010",
@@ -93,13 +93,6 @@ def cli_run(model: Path, table: Path, t_end: float, method: str, env: dict) -> t
             raise RuntimeError(f"{' '.join(command)} failed:\n{done.stderr[-2000:]}")
         result = np.load(next(Path(outdir).glob("*.npz")), allow_pickle=True)
         return wall, json.loads(str(result["metadata_json"]))
-
-
-def roadrunner_outputs(network, outputs: list[str]) -> list[str]:
-    """libRoadRunner's selection "S" is an amount, "[S]" a concentration; ours are SBML
-    values, so species that are concentrations are selected as "[S]"."""
-    return [f"[{o}]" if o in network.species_by_id and not network.species_value_is_amount(o)
-            else o for o in outputs]
 
 
 def run_model(folder: Path, args) -> dict:
@@ -153,10 +146,11 @@ def run_model(folder: Path, args) -> dict:
                             "non_finite": int(counts[3]), "failed": int(counts[4])}
 
     sbml_text = Path(problem["sbml"]).read_text()
-    selections = roadrunner_outputs(network, outputs)
+    selections = rr_selections(network, outputs)
     ids = list(sets)
     members = np.column_stack([sets[k] for k in ids]) if ids else np.zeros((args.n, 0))
-    rr = roadrunner_rate(sbml_text, ids, members, t_end, selections, args.cores,
+    rr = roadrunner_rate(sbml_text, rr_selections(network, ids), members, t_end, selections,
+                         args.cores,
                          budget=float("inf"))  # every member, as ours
     row["roadrunner"] = rr
     if rr.get("available"):
@@ -166,7 +160,7 @@ def run_model(folder: Path, args) -> dict:
                                            / rr["trajectories_per_s"])
         nominal = sbmlgpu.run(network, times=times, parameters=nominal_sets, options=options,
                               device="cpu", progress=False)
-        rr_nominal = roadrunner_nominal(sbml_text, nominal_sets, t_end, selections)
+        rr_nominal = roadrunner_nominal(sbml_text, nominal_sets, t_end, selections, network)
         if rr_nominal is not None and nominal.ok.all():
             row["nominal_vs_roadrunner"] = rel_error(nominal.data[0], rr_nominal)
     return row

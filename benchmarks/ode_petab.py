@@ -166,30 +166,44 @@ _RR = None
 
 
 def _rr_init(sbml_text: str):
-    global _RR
+    global _RR, _RR_SPECIES
     import roadrunner
 
     _RR = roadrunner.RoadRunner(sbml_text)
     _RR.integrator.relative_tolerance = RTOL
     _RR.integrator.absolute_tolerance = ATOL
+    _RR_SPECIES = set(_RR.model.getFloatingSpeciesIds()) | set(_RR.model.getBoundarySpeciesIds())
 
 
-def _rr_set(rr, sbml_id: str, value: float) -> None:
-    species = set(rr.model.getFloatingSpeciesIds()) | set(rr.model.getBoundarySpeciesIds())
-    rr.setValue(f"init({sbml_id})" if sbml_id in species else sbml_id, float(value))
+def rr_selections(network, ids) -> list[str]:
+    """libRoadRunner's names for SBML ids: its "S" is a species' amount, "[S]" its
+    concentration; ours are SBML values, so species that are concentrations are "[S]"."""
+    return [f"[{i}]" if i in network.species_by_id and not network.species_value_is_amount(i)
+            else i for i in ids]
 
 
 def _rr_simulate(args):
-    ids, rows, t_end, outputs = args
+    """`names`: rr_selections of the varied ids. Parameters (and compartments) are set,
+    then reset() computes the initial state from them, then the species' initial values
+    are set as current values: setting init(S) instead makes libRoadRunner's reset()
+    put every parameter back to its SBML file value (found 2026-11-24; before that fix
+    sets that vary a species ran at the file's parameter values)."""
+    names, rows, t_end, outputs = args
     rr = _RR
+    rows = np.asarray(rows, dtype=float).reshape(len(rows), len(names))
+    is_species = [n.strip("[]") in _RR_SPECIES for n in names]
+    values = [k for k, s in enumerate(is_species) if not s]
+    species = [k for k, s in enumerate(is_species) if s]
     start = time.perf_counter()
     results, failures = [], 0
     for row in rows:
         try:
             rr.resetAll()
-            for k, v in zip(ids, row):
-                _rr_set(rr, k, v)
+            for k in values:
+                rr.setValue(names[k], float(row[k]))
             rr.reset()
+            for k in species:
+                rr.setValue(names[k], float(row[k]))
             r = rr.simulate(0.0, t_end, POINTS, selections=["time", *outputs])
             results.append(np.asarray(r)[:, 1:])
         except Exception:  # noqa: BLE001 - count, go on
@@ -241,14 +255,14 @@ def roadrunner_rate(sbml_text, ids, table, t_end, outputs, cores, budget):
             "trajectories_per_s": done / wall, "failures": sum(p[1] for p in parts)}
 
 
-def roadrunner_nominal(sbml_text, nominal_sets, t_end, outputs):
+def roadrunner_nominal(sbml_text, nominal_sets, t_end, outputs, network):
     try:
         _rr_init(sbml_text)
     except Exception:  # noqa: BLE001
         return None
     ids = list(nominal_sets)
     row = [nominal_sets[k][0] for k in ids]
-    _, failures, results = _rr_simulate((ids, [row], t_end, outputs))
+    _, failures, results = _rr_simulate((rr_selections(network, ids), [row], t_end, outputs))
     return None if failures else results[0]
 
 
@@ -376,13 +390,11 @@ def run_model(folder: Path, args, device, save) -> dict:
     # libRoadRunner on --cores processes over the same sets, time-budgeted
     save(row, "roadrunner")
     sbml_text = Path(problem["sbml"]).read_text()
-    # libRoadRunner's selection "S" is an amount, "[S]" a concentration; ours are SBML
-    # values, so species that are concentrations are selected as "[S]"
-    rr_outputs = [f"[{o}]" if o in network.species_by_id
-                  and not network.species_value_is_amount(o) else o for o in outputs]
+    rr_outputs = rr_selections(network, outputs)
     ids = list(sets)
     table = np.column_stack([sets[k] for k in ids]) if ids else np.zeros((args.n, 0))
-    rr = roadrunner_rate(sbml_text, ids, table, t_end, rr_outputs, args.cores,
+    rr = roadrunner_rate(sbml_text, rr_selections(network, ids), table, t_end, rr_outputs,
+                         args.cores,
                          args.time_budget) if args.cores > 0 else {
         "available": False, "why": "--cores 0"}
     row["roadrunner"] = rr
@@ -392,7 +404,7 @@ def run_model(folder: Path, args, device, save) -> dict:
         row["summary_speedup_vs_roadrunner"] = row["gpu_summary_trajectories_per_s"] / rate
         if row["gpu_kernel_trajectories_per_s"]:
             row["kernel_speedup_vs_roadrunner"] = row["gpu_kernel_trajectories_per_s"] / rate
-        rr_nominal = roadrunner_nominal(sbml_text, nominal_sets, t_end, rr_outputs)
+        rr_nominal = roadrunner_nominal(sbml_text, nominal_sets, t_end, rr_outputs, network)
         if rr_nominal is not None and first.result.status[0] == 0:
             row["nominal_vs_roadrunner"] = rel_error(first.result.data[0], rr_nominal)
 
