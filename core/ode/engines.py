@@ -32,6 +32,7 @@ import numpy as np
 from ..ensemble_summary import BinGrid, EnsembleStats
 from ..profile import phase
 from ..runtime.layout import member_major
+from ..runtime.prefault import Prefault
 from . import summary
 
 if TYPE_CHECKING:  # pragma: no cover - codegen imports sympy; a cached kernel runs without it
@@ -135,6 +136,9 @@ class GpuEngine:
         sbmlgpu.petab.objective.ObjectiveReduction); out is then (b, times, 0)."""
         kernel = self.kernel(device)
         b = int(table.shape[1])
+        # the rows' pages are faulted in on threads while the kernel runs (prefault.py)
+        touch = Prefault(destination) if destination is not None and histogram is None \
+            and reduce is None else None
         real = self.real
         size = np.dtype(real).itemsize
         buffers = []
@@ -183,6 +187,10 @@ class GpuEngine:
                 return BatchOutput(status, steps, np.zeros((b, len(times), 0), real), None,
                                    timing.ms, reduced)
             if histogram is None:
+                if touch is not None:  # before the download writes the rows
+                    with phase(profiler, "fault in result pages", category="transfer",
+                               device=device):
+                        touch.join()
                 out = member_major(device, out_buf, b, (len(times), n_outputs), real,
                                    profiler=profiler, destination=destination)
                 return BatchOutput(status, steps, out, None, timing.ms)
@@ -191,6 +199,8 @@ class GpuEngine:
                                      histogram, keep, profiler)
             return BatchOutput(status, steps, None, stats, timing.ms)
         finally:
+            if touch is not None:
+                touch.join()  # no touch may outlive the call (the caller owns the rows)
             for buffer in buffers:
                 buffer.free()
 
