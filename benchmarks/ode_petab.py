@@ -270,8 +270,8 @@ def _seconds(spans, *names) -> dict[str, float]:
 
 #: the phases of program.run named in the breakdown (ode backend, sbmlgpu.profile spans)
 RUN_PHASES = ("parameter table", "choose method", "generate kernel", "pilot",
-              "allocate and upload", "fault in result pages", "download time courses",
-              "build the result")
+              "bundling plan", "allocate and upload", "fault in result pages",
+              "download time courses", "build the result")
 
 
 def wall_breakdown(profiler, meta: dict, wall: float) -> tuple[dict, dict]:
@@ -295,7 +295,7 @@ def wall_breakdown(profiler, meta: dict, wall: float) -> tuple[dict, dict]:
     if program_run is not None:
         inside["unnamed"] = program_run - inside["batches"] - inside["compile"] - sum(
             inside[name] for name in ("parameter table", "choose method", "generate kernel",
-                                      "pilot", "build the result"))
+                                      "pilot", "bundling plan", "build the result"))
     outside = _seconds(spans, "prepare the run", "dress the result", "time course notes")
     if program_run is not None:
         outside["outside"] = wall - program_run

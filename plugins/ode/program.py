@@ -197,7 +197,8 @@ class OdeProgram(Program):
         plans: list[bundling.BundlePlan] = []
 
         def order(pilot: MemberResults, members: np.ndarray):
-            plans.append(bundling.plan(table64, members, pilot.extras["steps"], WARP))
+            with phase(profiler, "bundling plan"):  # a fit on the pilot, a sort of all
+                plans.append(bundling.plan(table64, members, pilot.extras["steps"], WARP))
             return plans[-1].permutation
 
         itemsize = np.dtype(engine.dtype).itemsize
