@@ -93,16 +93,18 @@ def test_the_engine_downloads_after_every_touch_is_done(small, monkeypatch):
     assert np.array_equal(destination.reshape(members, cols), expected)
 
 
-def test_without_rows_to_fill_nothing_is_touched(monkeypatch):
+def test_without_rows_to_fill_a_new_array_is_faulted_in(small, monkeypatch):
     import sbmlgpu.ode.engines as engines
 
     made = []
-    monkeypatch.setattr(engines, "Prefault", lambda array: made.append(array))
+    monkeypatch.setattr(engines, "Prefault", lambda array: made.append(array) or Prefault(array))
     device = FakeDevice(compile=lambda dev, src: FakeModule(
         [KERNEL], lambda name: Writes(name, log=dev.launches)))
     source = KernelSource("fake.cu", "fake", KERNEL, "rk4", "double", 0.0, 0.0, 0.0, "none")
     config = LaunchConfig(rtol=1e-6, atol=1e-9, h0=0.0, max_step=0.0, dt=0.0,
                           max_steps=10, seed=0, block_size=128)
     out = GpuEngine(source, fast_math=False).run(device, np.zeros((0, 10)), np.arange(3.0),
-                                                 2, config)  # a fresh array is made
-    assert made == [] and out.out.shape == (10, 3, 2)
+                                                 2, config)
+    assert len(made) == 1 and out.out is made[0] and out.out.shape == (10, 3, 2)
+    assert np.array_equal(out.out.reshape(10, 6), 1000.0 * np.arange(6)[None, :]
+                          + np.arange(10)[:, None] + 1 / 3)

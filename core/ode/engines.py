@@ -136,10 +136,13 @@ class GpuEngine:
         sbmlgpu.petab.objective.ObjectiveReduction); out is then (b, times, 0)."""
         kernel = self.kernel(device)
         b = int(table.shape[1])
-        # the rows' pages are faulted in on threads while the kernel runs (prefault.py)
-        touch = Prefault(destination) if destination is not None and histogram is None \
-            and reduce is None else None
         real = self.real
+        touch = None
+        if histogram is None and reduce is None:
+            if destination is None:  # a new array (member_major would make the same)
+                destination = np.empty((b, len(times), n_outputs), real)
+            # its pages are faulted in on threads while the kernel runs (prefault.py)
+            touch = Prefault(destination)
         size = np.dtype(real).itemsize
         buffers = []
 

@@ -9,22 +9,19 @@ sum: NaN and infinities propagate through a sum, so a finite sum proves the bloc
 finite. Only a block whose sum is not finite (a failed member's unreached times, a
 non-finite output, or finite values so large that their sum overflows) is looked at
 value by value, and only that block's booleans are allocated. Numpy releases the GIL
-in its reductions, so blocks run on several threads at once.
+in its reductions, so blocks run on several threads at once (the process's threads
+for host-memory work, sbmlgpu.runtime.prefault).
 """
 
 from __future__ import annotations
 
-import os
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
+
+from ..runtime.prefault import pool, threads
 
 #: bytes of time courses per block: a few MiB, so that a block's second look (the
 #: rare case) stays in cache and the threads share the work evenly
 BLOCK_BYTES = 4 << 20
-#: threads at most (the scan is bound by memory bandwidth well before that)
-MAX_THREADS = 8
-
 
 def non_finite_counts(data: np.ndarray, ok: np.ndarray) -> np.ndarray:
     """(columns,) int64: per column of `data` (members, times, columns), how many
@@ -47,12 +44,9 @@ def non_finite_counts(data: np.ndarray, ok: np.ndarray) -> np.ndarray:
         kept = values[ok[start:stop]]
         return (~np.isfinite(kept).all(axis=1)).sum(axis=0) if len(kept) else None
 
-    threads = min(MAX_THREADS, os.cpu_count() or 1, len(blocks))
-    if threads <= 1:
-        found = map(scan, blocks)
-        return _add(counts, found)
-    with ThreadPoolExecutor(threads, thread_name_prefix="sbmlgpu-finite") as pool:
-        return _add(counts, pool.map(scan, blocks))
+    if threads() < 2 or len(blocks) < 2:
+        return _add(counts, map(scan, blocks))
+    return _add(counts, pool().map(scan, blocks))  # the process's host-memory threads
 
 
 def _add(counts: np.ndarray, found) -> np.ndarray:
