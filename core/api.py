@@ -211,14 +211,19 @@ def execute(model, task: Task, backend: str | None = None, *, options=None, devi
     compiled-model cache (sbmlgpu.model_cache) unless `cache` is False or
     $SBMLGPU_MODEL_CACHE=0."""
     started = time.perf_counter()
+    # from the start, so that its spans can name the setup before the backend runs
+    profiler = Profiler(observers=plugin_manager.profile_observers())
     if not isinstance(task, Task):
         raise OptionError("task", f"{task!r} is not a task (sbmlgpu.tasks)")
     cached = CachedRun.open(model, task, backend, options, device) if cache else None
     if cached is not None and cached.entry is not None:
         try:
-            return cached.run_warm(task, options, device, keep_source, profile, started)
+            return cached.run_warm(task, options, device, keep_source, profile, started,
+                                   profiler)
         except model_cache.Miss as miss:
             log.debug(f"model cache: {miss}; running cold")
+            # the cold run's own record (the attempt may have recorded spans)
+            profiler = Profiler(observers=plugin_manager.profile_observers())
     bound = model_cache.bound_key(task)
     network = plugin_manager.transform(load_model(model))
     chosen = choose_backend(type(task), network, backend, options)
@@ -231,22 +236,22 @@ def execute(model, task: Task, backend: str | None = None, *, options=None, devi
     devices = select_devices(device, chosen)
     program = compiled_program(chosen, network, opts, devices[0] if devices else None)
     outcome = _run_program(program, chosen, opts, devices, task, network, network.id,
-                           network.source, keep_source, profile, started)
+                           network.source, keep_source, profile, started, profiler)
     if cached is not None:
         cached.save(program, chosen, devices, network, bound, task)
     return outcome
 
 
 def _run_program(program, chosen: Backend, opts, devices, task: Task, network,
-                 model_id: str, source, keep_source, profile, started: float) -> RunOutcome:
+                 model_id: str, source, keep_source, profile, started: float,
+                 profiler: Profiler) -> RunOutcome:
     """Run a compiled program (cold or from the model cache) and dress its result.
     The profiler's spans name the host's work around the backend's ("prepare the
-    run": from execute's start; "program.run"; "dress the result", of which "time
-    course notes"), so that a benchmark can say where a run's time goes."""
-    profiler = Profiler(observers=plugin_manager.profile_observers())
+    run": from execute's start, when `profiler` was made; "program.run"; "dress the
+    result", of which "time course notes"), so that a benchmark can say where a
+    run's time goes."""
     scheduler = Scheduler(devices=devices, progress=task.progress, profiler=profiler)
-    now = profiler.clock()
-    profiler.add_span("prepare the run", now - (time.perf_counter() - started), now)
+    profiler.add_span("prepare the run", 0.0, profiler.clock())
     try:
         with profiler.span("program.run"):
             result = program.run(task, scheduler, profiler)
@@ -321,7 +326,7 @@ class CachedRun:
         return cls(key, model_cache.load(key))
 
     def run_warm(self, task: Task, options, device, keep_source, profile,
-                 started: float) -> RunOutcome:
+                 started: float, profiler: Profiler) -> RunOutcome:
         """The run from the entry; model_cache.Miss where the entry cannot answer it."""
         entry = self.entry
         try:
@@ -347,7 +352,7 @@ class CachedRun:
             raise model_cache.Miss("another device than the cached run's")
         program = restore(entry["program"], opts, devices[0] if devices else None)
         return _run_program(program, chosen, opts, devices, task, None, model_id, source,
-                            keep_source, profile, started)
+                            keep_source, profile, started, profiler)
 
     def save(self, program, chosen: Backend, devices, network: Network, bound: str,
              task: Task) -> None:
