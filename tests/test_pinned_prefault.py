@@ -12,6 +12,7 @@ import pytest
 
 from sbmlgpu.ode.engines import GpuEngine, LaunchConfig
 from sbmlgpu.ode.kernel_source import KernelSource
+from sbmlgpu.profile import Profiler
 from sbmlgpu.runtime import prefault
 from sbmlgpu.runtime.prefault import PAGE, Prefault, parallel_copy
 
@@ -85,9 +86,11 @@ def test_the_engine_downloads_after_every_touch_is_done(small, monkeypatch):
     destination = np.full((members, times, outputs), -1.0)
     config = LaunchConfig(rtol=1e-6, atol=1e-9, h0=0.0, max_step=0.0, dt=0.0,
                           max_steps=10, seed=0, block_size=128)
+    profiler = Profiler()
     out = engine.run(device, np.zeros((0, members)), np.arange(float(times)), outputs,
-                     config, destination=destination)
+                     config, destination=destination, profiler=profiler)
     assert out.out is destination and touches_done
+    assert [s.name for s in profiler.spans].count("fault in result pages") == 1
     cols = times * outputs
     expected = (1000.0 * np.arange(cols)[None, :] + np.arange(members)[:, None] + 1 / 3)
     assert np.array_equal(destination.reshape(members, cols), expected)

@@ -191,8 +191,8 @@ class GpuEngine:
                                    timing.ms, reduced)
             if histogram is None:
                 if touch is not None:  # before the download writes the rows
-                    with phase(profiler, "fault in result pages", category="transfer",
-                               device=device):
+                    with phase(profiler if touch.started else None, "fault in result pages",
+                               category="transfer", device=device):
                         touch.join()
                 out = member_major(device, out_buf, b, (len(times), n_outputs), real,
                                    profiler=profiler, destination=destination)
