@@ -18,12 +18,22 @@ crash the script nor eat the session. Per model:
 - compile: code generation, the nvcc build and a 256-member run of the same table
   with the nominal set first (`compile_s`; member 0 gives the nominal agreement:
   max over outputs of max |a - b| / max |b| against the CPU reference and
-  libRoadRunner); the method chosen (`--method auto` unless --method);
+  libRoadRunner); the method chosen (`--method auto` unless --method) for those
+  members (`compile_method`). With --method auto the other method's kernel is built
+  too (`compile_other_s`): the whole ensemble's own method check may choose it (on
+  other members), and its nvcc build would otherwise fall inside the timed run;
 - the `ode` backend on the GPU (rtol 1e-6, atol 1e-12, libRoadRunner's defaults):
   wall time of the whole run (the stiffness check, the pilot, transfers, every time
   course in host memory), the solver kernels' time from the profiler, failures by
   status, the slowest member's steps and the longest launch (which bounds its time);
-  then the same ensemble with --summary (statistics on the GPU);
+  its breakdown (`gpu_wall_breakdown_s`: the phases of program.run, `program_run`
+  being the backend's program.run itself) and that of the time outside program.run
+  (`gpu_outside_breakdown_s`: preparing the run, dressing the result and its notes'
+  non-finite scan), from the profiler's spans (sbmlgpu.api names them);
+- "repeat": the same ensemble run again on the loaded network (the first result
+  dropped first), reported apart from the first (`gpu_repeat`, "repeat/s" and
+  "×repeat" printed last): a second run, with the method check, kernel and views
+  cached; then the same ensemble with --summary (statistics on the GPU);
 - libRoadRunner (CVODE) on --cores processes with the same tolerances, over as many
   of the same parameter sets as fit in --time-budget seconds (if `roadrunner`
   imports; "not available" otherwise; --cores 0 skips it);
@@ -62,6 +72,8 @@ from tests.shared_data import MODELS  # noqa: E402
 DEFAULT_ROOT = MODELS / "petab-benchmark"
 RTOL, ATOL = 1e-6, 1e-12
 POINTS = 51
+#: the methods --method auto chooses from (the compile stage builds both)
+OTHER_METHODS = ("dopri5", "rodas4")
 
 
 # -- PEtab files --------------------------------------------------------------------------
@@ -288,6 +300,42 @@ def _seconds(spans, *names) -> dict[str, float]:
     return {name: sum(sp.seconds for sp in spans if sp.name == name) for name in names}
 
 
+#: the phases of program.run named in the breakdown (ode backend, sbmlgpu.profile spans)
+RUN_PHASES = ("parameter table", "choose method", "generate kernel", "pilot",
+              "bundling plan", "allocate and upload", "fault in result pages",
+              "download time courses", "build the result")
+
+
+def wall_breakdown(profiler, meta: dict, wall: float) -> tuple[dict, dict]:
+    """(the breakdown of a whole run, that of its time outside program.run), in
+    seconds, from the profiler's spans (sbmlgpu.api's "prepare the run",
+    "program.run", "dress the result" and its "time course notes"). `program_run` is
+    the backend's program.run (the "program.run" span; the result's wall_seconds,
+    which runs to the start of the dressing, where that span is missing);
+    `unnamed` what no named phase of it covers."""
+    spans = profiler.spans if profiler else []
+    records = profiler.records if profiler else []
+    kernels = sum(r.ms for r in records if r.kernel.startswith("sbmlgpu_ode_")) / 1e3
+    named = _seconds(spans, "program.run")["program.run"]
+    program_run = named if any(sp.name == "program.run" for sp in spans) \
+        else meta.get("wall_seconds")
+    inside = {
+        "execute": wall, "program_run": program_run,
+        "batches": sum(sp.seconds for sp in spans if sp.name == "batch"),
+        "compile": sum(sp.seconds for sp in spans if sp.category == "compile"),
+        **_seconds(spans, *RUN_PHASES), "kernels": kernels}
+    if program_run is not None:
+        inside["unnamed"] = program_run - inside["batches"] - inside["compile"] - sum(
+            inside[name] for name in ("parameter table", "choose method", "generate kernel",
+                                      "pilot", "bundling plan", "build the result"))
+    outside = _seconds(spans, "prepare the run", "dress the result", "time course notes")
+    if program_run is not None:
+        outside["outside"] = wall - program_run
+        outside["unnamed"] = outside["outside"] - outside["prepare the run"] \
+            - outside["dress the result"]
+    return inside, outside
+
+
 def run_model(folder: Path, args, device, save) -> dict:
     """Every measurement of one model; `save(row, stage)` after each stage (the
     parent keeps what a model that runs past its budget got done)."""
@@ -317,10 +365,11 @@ def run_model(folder: Path, args, device, save) -> dict:
     options = {"method": args.method, "rtol": RTOL, "atol": ATOL}
     gpu_device = [device.index] if device is not None else "cpu"
 
-    def run(parameters, summary=False):
+    def run(parameters, summary=False, method=None):
         task = time_course(times=times, parameters=parameters, summary=summary,
                            progress=False)
-        return execute(network, task, "ode", options=options, device=gpu_device)
+        return execute(network, task, "ode", device=gpu_device,
+                       options={**options, "method": method or options["method"]})
 
     # compile: the ensemble's kernel (columns that do not vary become literals, so it
     # differs from a one-member run's) on 256 members of the same table with the
@@ -332,7 +381,13 @@ def run_model(folder: Path, args, device, save) -> dict:
     started = time.perf_counter()
     first = run(warm)
     row["compile_s"] = time.perf_counter() - started  # generation, nvcc, 256 members
-    row["method"] = first.result.metadata.get("method")
+    row["method"] = row["compile_method"] = first.result.metadata.get("method")
+    if args.method == "auto":  # the ensemble's check may choose the other method
+        started = time.perf_counter()
+        for other in OTHER_METHODS:
+            if other != row["compile_method"]:
+                run(warm, method=other)
+        row["compile_other_s"] = time.perf_counter() - started
     ref = simulate(network, times, parameters={k: v[0] for k, v in nominal_sets.items()},
                    rtol=1e-10, atol=1e-14)
     if ref.ok and first.result.status[0] == 0:
@@ -350,14 +405,8 @@ def run_model(folder: Path, args, device, save) -> dict:
     meta = result.metadata
     records = outcome.profiler.records if outcome.profiler else []
     kernel_ms = sum(r.ms for r in records if r.kernel.startswith("sbmlgpu_ode_"))
-    spans = outcome.profiler.spans if outcome.profiler else []
-    row["gpu_wall_breakdown_s"] = {
-        "execute": wall, "program_run": meta.get("wall_seconds"),
-        "batches": sum(sp.seconds for sp in spans if sp.name == "batch"),
-        "compile": sum(sp.seconds for sp in spans if sp.category == "compile"),
-        **_seconds(spans, "choose method", "generate kernel", "pilot", "allocate and upload",
-                   "download time courses"),
-        "kernels": kernel_ms / 1e3}
+    row["gpu_wall_breakdown_s"], row["gpu_outside_breakdown_s"] = wall_breakdown(
+        outcome.profiler, meta, wall)
     row.update({
         "gpu_wall_s": wall, "gpu_trajectories_per_s": args.n / wall,
         "gpu_kernel_ms": kernel_ms or None,
@@ -373,6 +422,18 @@ def run_model(folder: Path, args, device, save) -> dict:
                                                    default=0.0) / 1e3,
                            **{k: v for k, v in meta.items()
                               if k.startswith(("slowest", "budget", "wall_budget"))}}})
+
+    # the same ensemble again on the loaded network (kernel, views, method check
+    # cached), the first result dropped first, as a user's second run would
+    save(row, "repeat")
+    del outcome, result
+    started = time.perf_counter()
+    again = run(sets)
+    repeat_wall = time.perf_counter() - started
+    inside, outside = wall_breakdown(again.profiler, again.result.metadata, repeat_wall)
+    row["gpu_repeat"] = {"wall_s": repeat_wall, "trajectories_per_s": args.n / repeat_wall,
+                         "breakdown_s": inside, "outside_breakdown_s": outside}
+    del again
 
     # the same ensemble as statistics computed on the GPU (--summary)
     save(row, "summary")
@@ -404,6 +465,8 @@ def run_model(folder: Path, args, device, save) -> dict:
         row["summary_speedup_vs_roadrunner"] = row["gpu_summary_trajectories_per_s"] / rate
         if row["gpu_kernel_trajectories_per_s"]:
             row["kernel_speedup_vs_roadrunner"] = row["gpu_kernel_trajectories_per_s"] / rate
+        row["gpu_repeat"]["speedup_vs_roadrunner"] = row["gpu_repeat"]["trajectories_per_s"] \
+            / rate
         rr_nominal = roadrunner_nominal(sbml_text, nominal_sets, t_end, rr_outputs, network)
         if rr_nominal is not None and first.result.status[0] == 0:
             row["nominal_vs_roadrunner"] = rel_error(first.result.data[0], rr_nominal)
@@ -517,7 +580,9 @@ def print_row(row: dict) -> None:
           f"{_fmt(row.get('summary_speedup_vs_roadrunner', 'n/a'), '.0f'):>7}"
           f"{_fmt(objective.get('speedup_repeated', 'n/a'), '.0f'):>7}"
           f"{_fmt(row.get('kernel_speedup_vs_roadrunner', 'n/a'), '.0f'):>7}"
-          f"{_fmt(row.get('slowest_member', {}).get('steps'), 'd'):>10}  {failed}"
+          f"{_fmt(row.get('slowest_member', {}).get('steps'), 'd'):>10}  {failed:<7}"
+          f"{_fmt(row.get('gpu_repeat', {}).get('trajectories_per_s'), '.0f'):>11}"
+          f"{_fmt(row.get('gpu_repeat', {}).get('speedup_vs_roadrunner', 'n/a'), '.0f'):>8}"
           + (f"  [{row['error']}]" if "error" in row else ""), flush=True)
 
 
@@ -572,7 +637,7 @@ def main(argv=None) -> int:
               "command": " ".join([sys.argv[0], *argv]), "models": []}
     print(f"{'model':<38}{'compile':>8}{'method':>8}{'whole/s':>11}{'summary/s':>11}"
           f"{'objective':>11}{'kernel/s':>11}{'RR traj/s':>10}{'×whole':>7}{'×summ':>7}"
-          f"{'×obj':>7}{'×kern':>7}{'max steps':>10}  failed")
+          f"{'×obj':>7}{'×kern':>7}{'max steps':>10}  failed {'repeat/s':>11}{'×repeat':>8}")
     for folder in folders:
         row = run_in_child(folder, args, argv)
         report["models"].append(row)

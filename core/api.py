@@ -249,14 +249,19 @@ def execute(model, task: Task, backend: str | None = None, *, options=None, devi
     compiled-model cache (sbmlgpu.model_cache) unless `cache` is False or
     $SBMLGPU_MODEL_CACHE=0."""
     started = time.perf_counter()
+    # from the start, so that its spans can name the setup before the backend runs
+    profiler = Profiler(observers=plugin_manager.profile_observers())
     if not isinstance(task, Task):
         raise OptionError("task", f"{task!r} is not a task (sbmlgpu.tasks)")
     cached = CachedRun.open(model, task, backend, options, device) if cache else None
     if cached is not None and cached.entry is not None:
         try:
-            return cached.run_warm(task, options, device, keep_source, profile, started)
+            return cached.run_warm(task, options, device, keep_source, profile, started,
+                                   profiler)
         except model_cache.Miss as miss:
             log.debug(f"model cache: {miss}; running cold")
+            # the cold run's own record (the attempt may have recorded spans)
+            profiler = Profiler(observers=plugin_manager.profile_observers())
     bound = model_cache.bound_key(task)
     network = plugin_manager.transform(load_model(model))
     chosen = choose_backend(type(task), network, backend, options)
@@ -269,19 +274,25 @@ def execute(model, task: Task, backend: str | None = None, *, options=None, devi
     devices = select_devices(device, chosen, task)
     program = compiled_program(chosen, network, opts, devices[0] if devices else None)
     outcome = _run_program(program, chosen, opts, devices, task, network, network.id,
-                           network.source, keep_source, profile, started)
+                           network.source, keep_source, profile, started, profiler)
     if cached is not None:
         cached.save(program, chosen, devices, network, bound, task)
     return outcome
 
 
 def _run_program(program, chosen: Backend, opts, devices, task: Task, network,
-                 model_id: str, source, keep_source, profile, started: float) -> RunOutcome:
-    """Run a compiled program (cold or from the model cache) and dress its result."""
-    profiler = Profiler(observers=plugin_manager.profile_observers())
+                 model_id: str, source, keep_source, profile, started: float,
+                 profiler: Profiler) -> RunOutcome:
+    """Run a compiled program (cold or from the model cache) and dress its result.
+    The profiler's spans name the host's work around the backend's ("prepare the
+    run": from execute's start, when `profiler` was made; "program.run"; "dress the
+    result", of which "time course notes"), so that a benchmark can say where a
+    run's time goes."""
     scheduler = Scheduler(devices=devices, progress=task.progress, profiler=profiler)
+    profiler.add_span("prepare the run", 0.0, profiler.clock())
     try:
-        result = program.run(task, scheduler, profiler)
+        with profiler.span("program.run"):
+            result = program.run(task, scheduler, profiler)
     finally:
         # after the run: backends generate kernels per run (they depend on which
         # parameters vary and on the outputs), and a failed run's kernels help most
@@ -292,6 +303,16 @@ def _run_program(program, chosen: Backend, opts, devices, task: Task, network,
         raise plugin_manager.PluginError(
             f"backend {chosen.name!r} answered a {task.kind} task with "
             f"{type(result).__name__}, not {expected.__name__}")
+    with profiler.span("dress the result"):
+        _dress(result, chosen, opts, devices, task, model_id, source, started, profiler)
+    if profile:
+        files += write_profile(profiler, profile)
+    return RunOutcome(result, network, profiler, files)
+
+
+def _dress(result: Result, chosen: Backend, opts, devices, task: Task, model_id: str,
+           source, started: float, profiler: Profiler) -> None:
+    """The result's provenance, and the notes on a time course (logged)."""
     distribution, version = plugin_manager.provider(chosen.name)
     from . import __version__
 
@@ -309,11 +330,10 @@ def _run_program(program, chosen: Backend, opts, devices, task: Task, network,
         if task.parameters and not result.members:
             result.members = dict(task.parameters)
     if isinstance(task, TimeCourse):
-        for note in time_course_notes(result, task):
+        with profiler.span("time course notes"):  # the non-finite scan reads every value
+            notes = time_course_notes(result, task)
+        for note in notes:
             log.info(note)
-    if profile:
-        files += write_profile(profiler, profile)
-    return RunOutcome(result, network, profiler, files)
 
 
 def device_names(devices) -> str:
@@ -344,7 +364,7 @@ class CachedRun:
         return cls(key, model_cache.load(key))
 
     def run_warm(self, task: Task, options, device, keep_source, profile,
-                 started: float) -> RunOutcome:
+                 started: float, profiler: Profiler) -> RunOutcome:
         """The run from the entry; model_cache.Miss where the entry cannot answer it."""
         entry = self.entry
         try:
@@ -370,7 +390,7 @@ class CachedRun:
             raise model_cache.Miss("another device than the cached run's")
         program = restore(entry["program"], opts, devices[0] if devices else None)
         return _run_program(program, chosen, opts, devices, task, None, model_id, source,
-                            keep_source, profile, started)
+                            keep_source, profile, started, profiler)
 
     def save(self, program, chosen: Backend, devices, network: Network, bound: str,
              task: Task) -> None:

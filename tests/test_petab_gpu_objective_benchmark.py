@@ -46,6 +46,14 @@ def test_every_folder_is_a_row_and_a_broken_one_says_why(root, tmp_path):
     assert boehm["stage"] == "done" and "error" not in boehm
     assert sum(boehm["status_counts"].values()) == 60
     assert boehm["compile_s"] > 0 and boehm["method"] in ("rodas4", "dopri5", "rk4")
+    assert boehm["compile_method"] in ("rodas4", "dopri5") and boehm["compile_other_s"] > 0
+    # the time outside program.run named, and a second run reported apart
+    inside, outside = boehm["gpu_wall_breakdown_s"], boehm["gpu_outside_breakdown_s"]
+    assert 0 < inside["program_run"] < inside["execute"]
+    assert outside["outside"] == pytest.approx(inside["execute"] - inside["program_run"])
+    assert outside["prepare the run"] > 0 and outside["time course notes"] > 0
+    assert boehm["gpu_repeat"]["trajectories_per_s"] > 0
+    assert set(boehm["gpu_repeat"]["outside_breakdown_s"]) == set(outside)
     assert boehm["nominal_vs_reference"] < 1e-3
     assert boehm["objective"]["sets"] == 60 and sum(
         boehm["objective"]["status_counts"].values()) == 60

@@ -34,6 +34,7 @@ import numpy as np
 from ..ensemble_summary import BinGrid, EnsembleStats
 from ..profile import phase
 from ..runtime.layout import member_major
+from ..runtime.prefault import Prefault
 from . import summary
 
 if TYPE_CHECKING:  # pragma: no cover - codegen imports sympy; a cached kernel runs without it
@@ -138,6 +139,12 @@ class GpuEngine:
         kernel = self.kernel(device)
         b = int(table.shape[1])
         real = self.real
+        touch = None
+        if histogram is None and reduce is None:
+            if destination is None:  # a new array (member_major would make the same)
+                destination = np.empty((b, len(times), n_outputs), real)
+            # its pages are faulted in on threads while the kernel runs (prefault.py)
+            touch = Prefault(destination)
         size = np.dtype(real).itemsize
         buffers = []
 
@@ -189,6 +196,10 @@ class GpuEngine:
                 return BatchOutput(status, steps, np.zeros((b, len(times), 0), real), None,
                                    timing.ms, reduced)
             if histogram is None:
+                if touch is not None:  # before the download writes the rows
+                    with phase(profiler if touch.started else None, "fault in result pages",
+                               category="transfer", device=device):
+                        touch.join()
                 out = member_major(device, out_buf, b, (len(times), n_outputs), real,
                                    profiler=profiler, destination=destination)
                 return BatchOutput(status, steps, out, None, timing.ms)
@@ -197,6 +208,8 @@ class GpuEngine:
                                      histogram, keep, profiler)
             return BatchOutput(status, steps, None, stats, timing.ms)
         finally:
+            if touch is not None:
+                touch.join()  # no touch may outlive the call (the caller owns the rows)
             for buffer in buffers:
                 buffer.free()
 

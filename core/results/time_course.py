@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Sequence
 import numpy as np
 
 from .base import Result, close_ids
+from .finite import non_finite_counts
 from .status import Status
 from .summary import DEFAULT_QUANTILES, Summary
 
@@ -102,13 +103,9 @@ class TimeCourseResult(Result):
         that is the model's own value, so it is reported rather than failed."""
         if self.data is None or not len(self.ids):
             return {}
-        ok = np.flatnonzero(self.ok)
-        counts = {}
-        for j, name in enumerate(self.ids):  # a column at a time: data may be a memmap
-            bad = int((~np.isfinite(self.data[ok, :, j])).any(axis=1).sum())
-            if bad:
-                counts[name] = bad
-        return counts
+        # one pass in blocks of members (data may be a memmap): finite.py says why
+        counts = non_finite_counts(self.data, self.ok)
+        return {name: int(k) for name, k in zip(self.ids, counts) if k}
 
     def statuses(self) -> list[Status]:
         return [Status(int(s)) for s in self.status]

@@ -6,7 +6,8 @@ through a small pinned buffer of its own, synchronously, at a few GB/s. Here the
 copy goes in chunks into two page-locked blocks from the device's pool, in turn:
 while the device copies chunk k+1 into one block, the host copies chunk k from the
 other into the rows. The device side runs at the link's speed and the host copy,
-a memcpy between two host arrays, overlaps it.
+a memcpy between two host arrays split over threads (prefault.parallel_copy),
+overlaps it.
 
     download_staged(device, out_buf, result[start:stop])            # blocks until done
     download_staged(device, out_buf, rows, stream=stream)           # after work on `stream`
@@ -22,6 +23,7 @@ from collections import deque
 import numpy as np
 
 from ..errors import DeviceError
+from .prefault import parallel_copy
 
 #: bytes per chunk: large enough for full link speed, small enough to overlap well
 DEFAULT_CHUNK_BYTES = 32 << 20
@@ -80,4 +82,4 @@ def download_staged(device, buffer, out: np.ndarray, *, offset: int = 0, stream=
 def _drain(entry, target: np.ndarray) -> None:
     event, stage, start, size = entry
     event.synchronize()
-    target[start:start + size] = stage[:size]
+    parallel_copy(target[start:start + size], stage[:size])  # memcpy on threads

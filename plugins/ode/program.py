@@ -141,15 +141,17 @@ class OdeProgram(Program):
         times = np.asarray(task.times, dtype=float)
         n = int(task.ensemble_size)
         params = dict(task.parameters or {})
-        # a column with one value over an ensemble does not vary: it becomes a literal
-        # of the kernel (a single member keeps its values in the table, so that runs
-        # one after another with other values reuse the compiled kernel, as do the
-        # columns the task keeps: table_columns)
-        keep = set(task.table_columns)
-        constant = {k: float(np.asarray(v, dtype=float).reshape(-1)[0]) for k, v in params.items()
-                    if n > 1 and k not in keep and _is_constant(v)}
-        varied = tuple(k for k in params if k not in constant)
-        table64 = _table(params, varied, n)
+        with phase(profiler, "parameter table"):
+            # a column with one value over an ensemble does not vary: it becomes a literal
+            # of the kernel (a single member keeps its values in the table, so that runs
+            # one after another with other values reuse the compiled kernel, as do the
+            # columns the task keeps: table_columns)
+            keep = set(task.table_columns)
+            constant = {k: float(np.asarray(v, dtype=float).reshape(-1)[0])
+                        for k, v in params.items()
+                        if n > 1 and k not in keep and _is_constant(v)}
+            varied = tuple(k for k in params if k not in constant)
+            table64 = _table(params, varied, n)
         spec = self._specialise(varied, outputs, constant, table64, times, profiler)
         method, why, source, engine = spec.method, spec.why, spec.source, spec.engine
         table = table64.astype(engine.dtype, copy=False)
@@ -199,7 +201,8 @@ class OdeProgram(Program):
         plans: list[bundling.BundlePlan] = []
 
         def order(pilot: MemberResults, members: np.ndarray):
-            plans.append(bundling.plan(table64, members, pilot.extras["steps"], WARP))
+            with phase(profiler, "bundling plan"):  # a fit on the pilot, a sort of all
+                plans.append(bundling.plan(table64, members, pilot.extras["steps"], WARP))
             return plans[-1].permutation
 
         itemsize = np.dtype(engine.dtype).itemsize
@@ -264,14 +267,16 @@ class OdeProgram(Program):
         metadata = {"backend": "ode", "device": ", ".join(
             d.properties.name for d in devices) if devices else f"cpu ({engine.name})",
             "options": o.as_dict(), **self.last_run, **reduced}
-        return TimeCourseResult(times=times, ids=outputs,
-                                data=None if reduce is not None else outcome.data,
-                                status=outcome.status, summary=outcome.summary,
-                                metadata=metadata, messages=failures.messages(
-                                    outcome.status, times,
-                                    None if task.summary or reduce is not None
-                                    else outcome.data,
-                                    draws=spec.draws, delays=spec.delays, fast=spec.fast))
+        with phase(profiler, "build the result"):
+            return TimeCourseResult(times=times, ids=outputs,
+                                    data=None if reduce is not None else outcome.data,
+                                    status=outcome.status, summary=outcome.summary,
+                                    metadata=metadata, messages=failures.messages(
+                                        outcome.status, times,
+                                        None if task.summary or reduce is not None
+                                        else outcome.data,
+                                        draws=spec.draws, delays=spec.delays,
+                                        fast=spec.fast))
 
     # -- helpers ----------------------------------------------------------------
     def _specialise(self, varied: tuple[str, ...], outputs: tuple[str, ...],
