@@ -69,7 +69,10 @@ def test_a_200000_member_delay_ensemble_with_the_largest_ring(device):
     picks = np.random.default_rng(8).choice(n, 64, replace=False)
     host = run_cpu(net, "dopri5", times=times, parameters={"tau": taus[picks]}, rtol=1e-8,
                    atol=1e-10, history_nodes=nodes)
-    assert np.allclose(result.data[picks], host.data, rtol=1e-9, atol=1e-12)
+    # the same source; FMA contraction and libm/libdevice rounding differ, which moves
+    # the step-size control (at rtol 1e-8): the tolerance of test_ode_gpu's comparison
+    gap = np.abs(result.data[picks] - host.data) / (1e-9 + 1e-7 * np.abs(host.data))
+    assert gap.max() <= 1.0, f"largest gap {gap.max():.3g} x the tolerance"
 
 
 @needs_semantic
