@@ -153,12 +153,19 @@ def _add_time_derivatives(model: KernelModel, exprs: list, targets: list, notes:
                 notes.append(naming.time_derivative_comment(model, i))
 
 
+def jacobian_entries(jacobian: sp.Matrix) -> dict[tuple[int, int], sp.Basic]:
+    """The non-zero entries of `jacobian`, (row, column) -> expression, in row-major
+    order (a large model's matrix is mostly zeros: looking at each of a 500-state
+    model's 250,000 entries cost a second per pass)."""
+    return {k: e for k, e in sorted(jacobian.todok().items()) if e != 0}
+
+
 def _sparse_body(model: KernelModel, plan, printer: CudaPrinter) -> str:
     """A[e] = -J[i, j] on the plan's entries (non-zeros only) and ft = df/dt."""
-    jac = model.jacobian
+    jac = jacobian_entries(model.jacobian)
     exprs, targets, notes = [], [], []
     for (i, j), e in plan.index.items():
-        if jac[i, j] != 0:
+        if (i, j) in jac:
             exprs.append(-jac[i, j])
             targets.append(f"A[{e}]")
             notes.append(naming.jacobian_comment(model, i, j, sign="-"))
@@ -169,14 +176,11 @@ def _sparse_body(model: KernelModel, plan, printer: CudaPrinter) -> str:
 def _dense_jacobian_body(model: KernelModel, printer: CudaPrinter) -> str:
     """J = df/dx (row-major, non-zeros only) and ft = df/dt."""
     nx = model.n_states
-    jac = model.jacobian
     entries, targets, notes = [], [], []
-    for i in range(nx):
-        for j in range(nx):
-            if jac[i, j] != 0:
-                entries.append(jac[i, j])
-                targets.append(f"J[{i * nx + j}]")
-                notes.append(naming.jacobian_comment(model, i, j))
+    for (i, j), e in jacobian_entries(model.jacobian).items():
+        entries.append(e)
+        targets.append(f"J[{i * nx + j}]")
+        notes.append(naming.jacobian_comment(model, i, j))
     _add_time_derivatives(model, entries, targets, notes)
     return _function(_assign(entries, targets, printer, "Jacobian", notes))
 
@@ -243,16 +247,17 @@ def _events(model: KernelModel, printer: CudaPrinter) -> list[dict]:
     return out
 
 
-def choose_jacobian(model: KernelModel, requested: str) -> str:
+def choose_jacobian(model: KernelModel, requested: str, check_printing: bool = True) -> str:
     """'analytic' or 'fd': analytic unless sympy cannot differentiate the model or the
-    result cannot be printed."""
+    result cannot be printed (`check_printing=False`: not tried here; the caller prints
+    the Jacobian and asks again with the check when that fails, see kernel_context)."""
     if requested == "fd":
         return "fd"
     ok = model.jacobian is not None and model.dfdt is not None
-    if ok:
+    if ok and check_printing:
         try:  # printable? (e.g. derivatives of functions the printer refuses)
             printer = model_printer(model, "double")
-            for e in [*model.jacobian, *model.dfdt]:
+            for e in [*jacobian_entries(model.jacobian).values(), *model.dfdt]:
                 if e != 0:
                     printer.doprint(e)
         except CodegenError:
@@ -264,6 +269,13 @@ def choose_jacobian(model: KernelModel, requested: str) -> str:
                                       f"side of model {model.ode.network.id!r} into printable "
                                       f"math; use --jacobian fd or auto")
     return "analytic" if ok else "fd"
+
+
+def _sparse_plan(model: KernelModel, jac_mode: str) -> sparse_lu.SparsePlan | None:
+    """The sparse LU's plan where rodas4 factorises a large analytic Jacobian."""
+    if jac_mode == "analytic" and model.n_states > LU_STATIC_MAX:
+        return sparse_lu.plan(sparse_lu.jacobian_pattern(model.jacobian), model.n_states)
+    return None
 
 
 def _lu_values(plan) -> dict:
@@ -358,11 +370,19 @@ def kernel_context(model: KernelModel, method: str, precision: str = "double", *
     at_launch = fixed == "launch" or (fixed == "auto" and wants_fixed_slots(model))
     slots = fixed_slots(model) if at_launch else ()
     printer = model_printer(model, precision, slots)
-    jac_mode = choose_jacobian(model, jacobian) if method == "rodas4" else "none"
-    plan = None
-    if jac_mode == "analytic" and model.n_states > LU_STATIC_MAX:
-        plan = sparse_lu.plan(sparse_lu.jacobian_pattern(model.jacobian), model.n_states)
-    body = _bodies(model, printer, jac_mode, plan)
+    # the analytic Jacobian's printability is found out by printing it once, here,
+    # rather than by choose_jacobian's check and then again (seconds on a large model)
+    jac_mode = choose_jacobian(model, jacobian, check_printing=False) \
+        if method == "rodas4" else "none"
+    plan = _sparse_plan(model, jac_mode)
+    try:
+        body = _bodies(model, printer, jac_mode, plan)
+    except CodegenError:
+        if jac_mode != "analytic" or choose_jacobian(model, jacobian) == "analytic":
+            raise  # not the Jacobian's printing (or an OptionError above: asked for it)
+        jac_mode, printer = "fd", model_printer(model, precision, slots)
+        plan = None
+        body = _bodies(model, printer, jac_mode, plan)
     events = _events(model, printer)
     delay = _delay_context(model, printer, history_nodes)
     body["delayed"] = delay.pop("body_delayed")
@@ -449,7 +469,7 @@ def _step_flops(method: str, nx: int, rhs: float, model: KernelModel, jac_mode: 
         return 6 * rhs + (2 + 4 + 6 + 8 + 10 + 10 + 17) * nx
     jac = 0.0
     if jac_mode == "analytic" and model.jacobian is not None:
-        jac = count_many([e for e in model.jacobian if e != 0]).flops()
+        jac = count_many(list(jacobian_entries(model.jacobian).values())).flops()
     else:
         jac = nx * (rhs + 2 * nx)
     if plan is not None:
