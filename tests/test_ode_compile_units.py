@@ -21,6 +21,12 @@ needs_nvcc = pytest.mark.skipif(not nvcc_available(), reason="nvcc not found")
 LARGE = codegen.INLINE_MODEL_MAX + 8  # called (not inlined) model functions: units
 
 
+@pytest.fixture(autouse=True)
+def two_jobs(monkeypatch):
+    """Two nvcc processes at once, whatever the machine (one core builds whole)."""
+    monkeypatch.setenv(parallel_build.JOBS_ENV, "2")
+
+
 @pytest.fixture(scope="module")
 def large_model():
     return kernel_model(ring(LARGE))
@@ -54,7 +60,7 @@ def test_a_large_models_functions_and_jacobian_parts_are_units(large_model, monk
 
 def test_small_models_mark_no_units():
     source = kernel_source(kernel_model(ring(10)), "rodas4")
-    assert not parallel_build.marks_units(source.text)
+    assert not parallel_build.builds_in_units(source.text)
     assert parallel_build.split(source.text) is None
 
 
@@ -113,7 +119,7 @@ def test_the_cubin_cache_keys_a_split_build_apart(tmp_path, monkeypatch, large_m
     monkeypatch.setattr(cache_module.CompileCache, "compiler_version", lambda self: "nvcc X")
     cache = cache_module.CompileCache(tmp_path)
     text = kernel_source(large_model, "dopri5").text
-    assert parallel_build.marks_units(text)
+    assert parallel_build.builds_in_units(text)
     before = cache.key(text, "sm_90")
     monkeypatch.setattr(parallel_build, "BUILD", parallel_build.BUILD + " changed")
     assert cache.key(text, "sm_90") != before  # the build scheme is in the key
@@ -147,6 +153,13 @@ def test_jobs_follow_the_environment(monkeypatch):
     assert parallel_build.jobs() >= 1
 
 
+def test_one_core_builds_whole(monkeypatch, large_model):
+    text = kernel_source(large_model, "dopri5").text
+    assert parallel_build.builds_in_units(text)
+    monkeypatch.setenv(parallel_build.JOBS_ENV, "1")
+    assert not parallel_build.builds_in_units(text)
+
+
 def test_units_can_be_switched_off(monkeypatch, large_model, tmp_path):
     from sbmlgpu.runtime import cache as cache_module
 
@@ -155,5 +168,5 @@ def test_units_can_be_switched_off(monkeypatch, large_model, tmp_path):
     text = kernel_source(large_model, "dopri5").text
     split_key = cache.key(text, "sm_90")
     monkeypatch.setenv(parallel_build.UNITS_ENV, "0")
-    assert not parallel_build.marks_units(text)
+    assert not parallel_build.builds_in_units(text)
     assert cache.key(text, "sm_90") != split_key  # a whole compile is another binary

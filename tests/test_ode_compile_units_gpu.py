@@ -21,6 +21,7 @@ def test_a_kernel_built_in_units_runs_as_its_host_build_and_its_whole_build(
     from sbmlgpu.runtime import parallel_build
 
     monkeypatch.setenv("SBMLGPU_CACHE_DIR", str(tmp_path))  # a fresh cubin cache: it builds
+    monkeypatch.setenv(parallel_build.JOBS_ENV, "4")
     monkeypatch.setattr(codegen, "JACOBIAN_PART_ENTRIES", 60)  # the Jacobian in parts too
     builds = []
     real = parallel_build.compile_units

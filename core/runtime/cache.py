@@ -64,7 +64,7 @@ class CompileCache:
     def key(self, source: str, arch: str, options: Sequence[str] = ()) -> str:
         fields = {"source": source, "options": [str(o) for o in options],
                   "nvcc": self.compiler_version(), "arch": arch}
-        if parallel_build.marks_units(source):
+        if parallel_build.builds_in_units(source):
             # built in units and linked: another binary than one whole compile's
             fields["build"] = parallel_build.BUILD
         payload = json.dumps(fields, sort_keys=True)

@@ -16,7 +16,8 @@ and `split(source)` makes one unit per marked function (the source before it, wi
 earlier marked functions reduced to their declarations, then the function) and a main
 unit (the whole source, every marked function reduced to its declaration). Each unit is
 compiled as relocatable device code (`nvcc -cubin -rdc=true`), all at once on up to
-`jobs()` cores, and `nvcc -dlink -cubin` links them into one cubin that loads as the
+`jobs()` cores (with one, the source is compiled whole: builds_in_units), and
+`nvcc -dlink -cubin` links them into one cubin that loads as the
 unsplit one does (module_from_buffer). The host build (g++) reads the same file whole:
 the markers are comments.
 
@@ -67,10 +68,13 @@ class Unit:
     text: str
 
 
-def marks_units(source: str) -> bool:
+def builds_in_units(source: str) -> bool:
     """Whether `source` is built in units: it marks functions as units of their own
-    (split()) and $SBMLGPU_NVCC_UNITS is not 0."""
-    return os.environ.get(UNITS_ENV, "").strip() != "0" and _UNIT.search(source) is not None
+    (split()), $SBMLGPU_NVCC_UNITS is not 0, and more than one nvcc may run at once
+    (on one core the whole file costs less: each unit reads the source before its
+    function, ~1.5x the CPU of one compile for a 124-state model)."""
+    return (os.environ.get(UNITS_ENV, "").strip() != "0" and jobs() > 1
+            and _UNIT.search(source) is not None)
 
 
 def split(source: str) -> list[Unit] | None:
@@ -171,7 +175,7 @@ def compile_source(source: str, arch: str, options: Sequence[str] = (),
                    report: BuildReport | None = None) -> bytes:
     """The cubin of `source`: split into units and built in parallel where it marks
     units (split()), else, or when that fails, compiled whole (compile_check)."""
-    units = split(source) if marks_units(source) else None
+    units = split(source) if builds_in_units(source) else None
     if units is not None:
         try:
             return compile_units(units, arch, options, name, max_jobs, report)
