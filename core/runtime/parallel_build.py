@@ -26,8 +26,9 @@ too (noinline), but now the register allocator sees each unit alone (ptxas -v of
 Chen_MSB2009 rodas4: kernel 254 registers and 117 KB stack instead of 32 registers,
 134 KB stack and 28 KB of spills), and model_x0 and model_outputs are called rather than
 inlined (once per member and once per output time). The source's arithmetic is the
-same; that nvcc contracts the same multiply-adds in both builds is what
-tests/test_ode_compile_units_gpu.py checks on a GPU (not checked on a machine without one).
+same; whether nvcc contracts the same multiply-adds in both builds (bit-identical
+results) is not known: tests/test_ode_compile_units_gpu.py checks on a GPU that both
+builds agree to 1e-8 relative and with the host build.
 
 `SBMLGPU_NVCC_UNITS=0` compiles such a source whole (as before), e.g. to compare both
 builds' kernels on a GPU. When a split build fails (a unit that does not compile alone,
