@@ -39,12 +39,13 @@ class CseBlock:
         temporaries are `const real_t` (the kernel's precision, typedef'd in
         common.cuh), boolean ones `const bool`; outputs are printed as values (a
         boolean output becomes 1 or 0)."""
-        local = type(printer)({**printer.symbols, **self.names}, printer.precision,
+        names = self.names  # once: a property builds the whole table on every use
+        local = type(printer)({**printer.symbols, **names}, printer.precision,
                             printer.unmapped)
         lines = []
         for sym, expr in self.temporaries:
             ctype = "bool" if is_boolean(expr) else "real_t"
-            lines.append(f"const {ctype} {self.names[sym]} = {local.doprint(expr, where=where)};")
+            lines.append(f"const {ctype} {names[sym]} = {local.doprint(expr, where=where)};")
         outputs = [local.print_value(e, where=where) for e in self.outputs]
         return lines, outputs
 

@@ -41,6 +41,11 @@ INLINE_MODEL_MAX = 32
 #: largest system whose fixed parameters are literals (fixed="auto"); larger ones read
 #: them at launch, so that other values reuse the compiled kernel
 LITERALS_MAX_STATES = INLINE_MODEL_MAX
+#: statements (entries) of one part of a large model's sparse Jacobian: each part is a
+#: function, and a translation unit, of its own, so that nvcc compiles the parts in
+#: parallel (sbmlgpu.runtime.parallel_build; Chen_MSB2009's 5,861 entries were one
+#: function that took 60 % of its kernel's nvcc time, ~1 ms of CPU per statement)
+JACOBIAN_PART_ENTRIES = 1000
 #: a loop the compilers must not unroll (g++ ignores it; nvcc would otherwise unroll
 #: loops of constant trip count by itself)
 NO_UNROLL = "#pragma unroll 1"
@@ -120,6 +125,42 @@ def _assign(exprs, targets, printer: CudaPrinter, where: str, comments,
     return "\n".join(body)
 
 
+def _assign_parts(exprs, targets, printer: CudaPrinter, where: str, comments,
+                  part_size: int) -> list[str]:
+    """_assign's statements in parts of `part_size` targets, each part with the
+    temporaries of one common elimination that its targets use (each value is the
+    same expression as in one part: only where it is computed differs)."""
+    exprs = list(exprs)
+    if len(exprs) <= part_size:
+        return [_assign(exprs, targets, printer, where, comments)]
+    block = eliminate_common(exprs)
+    temporaries = block.temporaries
+    position = {symbol: k for k, (symbol, _) in enumerate(temporaries)}
+
+    def uses(e) -> set[int]:
+        return {position[s] for s in e.free_symbols if s in position} \
+            if isinstance(e, sp.Basic) else set()
+
+    needs = [uses(e) for _, e in temporaries]
+    parts = []
+    for start in range(0, len(exprs), part_size):
+        stop = start + part_size
+        wanted, todo = set(), set().union(*(uses(e) for e in block.outputs[start:stop]))
+        while todo:  # the temporaries these outputs use, and theirs
+            k = todo.pop()
+            if k not in wanted:
+                wanted.add(k)
+                todo |= needs[k] - wanted
+        part = CseBlock(tuple(temporaries[k] for k in sorted(wanted)),
+                        block.outputs[start:stop])
+        lines, outputs = part.render(printer, where=where)
+        body = [INDENT + line for line in lines]
+        body += [f"{INDENT}{target} = {value}; /* {note} */" for target, value, note
+                 in zip(targets[start:stop], outputs, comments[start:stop])]
+        parts.append("\n".join(body))
+    return parts
+
+
 def _returning(expr, printer: CudaPrinter, where: str, note: str) -> str:
     """C statements computing `expr` and returning it."""
     lines, (value,) = eliminate_common([expr]).render(printer, where=where)
@@ -128,7 +169,7 @@ def _returning(expr, printer: CudaPrinter, where: str, note: str) -> str:
 
 
 _USES = {"t": re.compile(r"\bt\b"), "x": re.compile(r"\bx\["), "p": re.compile(r"\bp\["),
-         "b": re.compile(r"\bb\[")}
+         "b": re.compile(r"\bb\["), "A": re.compile(r"\bA\["), "ft": re.compile(r"\bft\[")}
 _COMMENT = re.compile(r"/\*.*?\*/", re.S)
 
 
@@ -153,30 +194,40 @@ def _add_time_derivatives(model: KernelModel, exprs: list, targets: list, notes:
                 notes.append(naming.time_derivative_comment(model, i))
 
 
-def _sparse_body(model: KernelModel, plan, printer: CudaPrinter) -> str:
-    """A[e] = -J[i, j] on the plan's entries (non-zeros only) and ft = df/dt."""
-    jac = model.jacobian
+def jacobian_entries(jacobian: sp.Matrix) -> dict[tuple[int, int], sp.Basic]:
+    """The non-zero entries of `jacobian`, (row, column) -> expression, in row-major
+    order (a large model's matrix is mostly zeros: looking at each of a 500-state
+    model's 250,000 entries cost a second per pass)."""
+    return {k: e for k, e in sorted(jacobian.todok().items()) if e != 0}
+
+
+def _sparse_body(model: KernelModel, plan, printer: CudaPrinter,
+                 part_size: int | None = None) -> list[str]:
+    """A[e] = -J[i, j] on the plan's entries (non-zeros only) and ft = df/dt: one body,
+    or with `part_size` the bodies of parts of that many entries (_assign_parts)."""
+    jac = jacobian_entries(model.jacobian)
     exprs, targets, notes = [], [], []
     for (i, j), e in plan.index.items():
-        if jac[i, j] != 0:
+        if (i, j) in jac:
             exprs.append(-jac[i, j])
             targets.append(f"A[{e}]")
             notes.append(naming.jacobian_comment(model, i, j, sign="-"))
     _add_time_derivatives(model, exprs, targets, notes)
-    return _function(_assign(exprs, targets, printer, "Jacobian", notes))
+    parts = _assign_parts(exprs, targets, printer, "Jacobian", notes,
+                          part_size if part_size is not None else max(len(exprs), 1))
+    if len(parts) == 1:  # the body of model_m_sparse itself (which zeroes A and ft)
+        return [_function(parts[0])]
+    return [_function(part, ("t", "x", "p", "A", "ft")) for part in parts]
 
 
 def _dense_jacobian_body(model: KernelModel, printer: CudaPrinter) -> str:
     """J = df/dx (row-major, non-zeros only) and ft = df/dt."""
     nx = model.n_states
-    jac = model.jacobian
     entries, targets, notes = [], [], []
-    for i in range(nx):
-        for j in range(nx):
-            if jac[i, j] != 0:
-                entries.append(jac[i, j])
-                targets.append(f"J[{i * nx + j}]")
-                notes.append(naming.jacobian_comment(model, i, j))
+    for (i, j), e in jacobian_entries(model.jacobian).items():
+        entries.append(e)
+        targets.append(f"J[{i * nx + j}]")
+        notes.append(naming.jacobian_comment(model, i, j))
     _add_time_derivatives(model, entries, targets, notes)
     return _function(_assign(entries, targets, printer, "Jacobian", notes))
 
@@ -198,7 +249,17 @@ def _bodies(model: KernelModel, printer: CudaPrinter, jacobian: str, plan=None) 
         model.output_exprs, [f"y[{j}]" for j in range(len(model.outputs))], printer,
         "outputs", [naming.comment(sid) for sid in model.outputs]))
     body["jacobian"] = None
-    body["m_sparse"] = _sparse_body(model, plan, printer) if plan is not None else None
+    body["m_sparse"], body["m_sparse_parts"] = None, []
+    if plan is not None:
+        # a large model's Jacobian in parts, each a unit that nvcc compiles in parallel
+        parts = _sparse_body(model, plan, printer,
+                             JACOBIAN_PART_ENTRIES if nx > INLINE_MODEL_MAX else None)
+        if len(parts) == 1:
+            body["m_sparse"] = parts[0]
+        else:
+            body["m_sparse_parts"] = parts
+            body["m_sparse"] = "\n".join(f"{INDENT}model_m_sparse_{k}(t, x, p, A, ft);"
+                                         for k in range(len(parts)))
     if jacobian == "analytic" and nx and plan is None:
         body["jacobian"] = _dense_jacobian_body(model, printer)
     elif jacobian == "analytic" and plan is None:  # no states: J and ft are zero
@@ -243,16 +304,17 @@ def _events(model: KernelModel, printer: CudaPrinter) -> list[dict]:
     return out
 
 
-def choose_jacobian(model: KernelModel, requested: str) -> str:
+def choose_jacobian(model: KernelModel, requested: str, check_printing: bool = True) -> str:
     """'analytic' or 'fd': analytic unless sympy cannot differentiate the model or the
-    result cannot be printed."""
+    result cannot be printed (`check_printing=False`: not tried here; the caller prints
+    the Jacobian and asks again with the check when that fails, see kernel_context)."""
     if requested == "fd":
         return "fd"
     ok = model.jacobian is not None and model.dfdt is not None
-    if ok:
+    if ok and check_printing:
         try:  # printable? (e.g. derivatives of functions the printer refuses)
             printer = model_printer(model, "double")
-            for e in [*model.jacobian, *model.dfdt]:
+            for e in [*jacobian_entries(model.jacobian).values(), *model.dfdt]:
                 if e != 0:
                     printer.doprint(e)
         except CodegenError:
@@ -264,6 +326,13 @@ def choose_jacobian(model: KernelModel, requested: str) -> str:
                                       f"side of model {model.ode.network.id!r} into printable "
                                       f"math; use --jacobian fd or auto")
     return "analytic" if ok else "fd"
+
+
+def _sparse_plan(model: KernelModel, jac_mode: str) -> sparse_lu.SparsePlan | None:
+    """The sparse LU's plan where rodas4 factorises a large analytic Jacobian."""
+    if jac_mode == "analytic" and model.n_states > LU_STATIC_MAX:
+        return sparse_lu.plan(sparse_lu.jacobian_pattern(model.jacobian), model.n_states)
+    return None
 
 
 def _lu_values(plan) -> dict:
@@ -359,11 +428,19 @@ def kernel_context(model: KernelModel, method: str, precision: str = "double", *
     at_launch = fixed == "launch" or (fixed == "auto" and wants_fixed_slots(model))
     slots = fixed_slots(model) if at_launch else ()
     printer = model_printer(model, precision, slots)
-    jac_mode = choose_jacobian(model, jacobian) if method == "rodas4" else "none"
-    plan = None
-    if jac_mode == "analytic" and model.n_states > LU_STATIC_MAX:
-        plan = sparse_lu.plan(sparse_lu.jacobian_pattern(model.jacobian), model.n_states)
-    body = _bodies(model, printer, jac_mode, plan)
+    # the analytic Jacobian's printability is found out by printing it once, here,
+    # rather than by choose_jacobian's check and then again (seconds on a large model)
+    jac_mode = choose_jacobian(model, jacobian, check_printing=False) \
+        if method == "rodas4" else "none"
+    plan = _sparse_plan(model, jac_mode)
+    try:
+        body = _bodies(model, printer, jac_mode, plan)
+    except CodegenError:
+        if jac_mode != "analytic" or choose_jacobian(model, jacobian) == "analytic":
+            raise  # not the Jacobian's printing (or an OptionError above: asked for it)
+        jac_mode, printer = "fd", model_printer(model, precision, slots)
+        plan = None
+        body = _bodies(model, printer, jac_mode, plan)
     events = _events(model, printer)
     delay = _delay_context(model, printer, history_nodes)
     body["delayed"] = delay.pop("body_delayed")
@@ -384,6 +461,9 @@ def kernel_context(model: KernelModel, method: str, precision: str = "double", *
         natoms_alloc=max(len(model.atoms), 1), nevents_alloc=max(len(model.events), 1),
         time_switches=list(model.time_switches),
         watch=bool(model.atoms or model.events), inline_model=nx <= INLINE_MODEL_MAX,
+        # large models' functions are marked as translation units of their own, which
+        # nvcc compiles in parallel (sbmlgpu.runtime.parallel_build)
+        units=nx > INLINE_MODEL_MAX,
         delayed=any(e.delay is not None for e in model.events),
         inline_events=len(model.atoms) + len(model.events) <= INLINE_MODEL_MAX,
         # loops over states / outputs: unrolled for small models (registers), kept as
@@ -451,7 +531,7 @@ def _step_flops(method: str, nx: int, rhs: float, model: KernelModel, jac_mode: 
         return 6 * rhs + (2 + 4 + 6 + 8 + 10 + 10 + 17) * nx
     jac = 0.0
     if jac_mode == "analytic" and model.jacobian is not None:
-        jac = count_many([e for e in model.jacobian if e != 0]).flops()
+        jac = count_many(list(jacobian_entries(model.jacobian).values())).flops()
     else:
         jac = nx * (rhs + 2 * nx)
     if plan is not None:

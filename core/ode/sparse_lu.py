@@ -76,8 +76,9 @@ def plan(pattern: set[tuple[int, int]], n: int) -> SparsePlan:
 
 
 def jacobian_pattern(jacobian: sp.Matrix) -> set[tuple[int, int]]:
-    n = jacobian.shape[0]
-    return {(i, j) for i in range(n) for j in range(n) if jacobian[i, j] != 0}
+    """(row, column) of the non-zero entries (from the stored ones: a large model's
+    matrix is mostly zeros)."""
+    return {k for k, e in jacobian.todok().items() if e != 0}
 
 
 def lu_statements(p: SparsePlan) -> list[str]:

@@ -1,6 +1,7 @@
 """The on-disk cubin cache: compile each (source, options, nvcc, arch) once.
 
-key = sha256 of the source, the options, nvcc's `--version` text and the arch.
+key = sha256 of the source, the options, nvcc's `--version` text and the arch (and,
+for a source built as several units, parallel_build.BUILD).
 Files live in $SBMLGPU_CACHE_DIR, else ~/.cache/sbmlgpu, as `cubin/<key>.cubin`,
 written atomically (a temporary file in the same folder, then os.replace), so
 concurrent processes (MPI ranks, one per GPU) can share a cache.
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from ..codegen import compile_check
+from . import parallel_build
 
 log = logging.getLogger("sbmlgpu.runtime")
 _ELF_MAGIC = b"\x7fELF"
@@ -60,9 +62,12 @@ class CompileCache:
         return version
 
     def key(self, source: str, arch: str, options: Sequence[str] = ()) -> str:
-        payload = json.dumps({"source": source, "options": [str(o) for o in options],
-                              "nvcc": self.compiler_version(), "arch": arch},
-                             sort_keys=True)
+        fields = {"source": source, "options": [str(o) for o in options],
+                  "nvcc": self.compiler_version(), "arch": arch}
+        if parallel_build.builds_in_units(source):
+            # built in units and linked: another binary than one whole compile's
+            fields["build"] = parallel_build.BUILD
+        payload = json.dumps(fields, sort_keys=True)
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
     def path(self, key: str) -> Path:
@@ -83,7 +88,8 @@ class CompileCache:
         except OSError:
             pass
         self.misses += 1
-        compiler = self._compiler or compile_check.nvcc_compile
+        # the default splits a source that marks units and builds them in parallel
+        compiler = self._compiler or parallel_build.compile_source
         cubin = compiler(source, arch=arch, options=tuple(options), name=name)
         self._write(path, cubin)
         return cubin

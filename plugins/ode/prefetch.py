@@ -7,7 +7,8 @@ thread generates the kernel for the method the check most often picks (rodas4: e
 PEtab model measured so far is stiff, and it is the fallback when the check cannot
 decide) and compiles it into the caches the run then reads: the cubin cache for the
 GPU (sbmlgpu.runtime.cache) and the host library cache for the native CPU path
-(sbmlgpu.runtime.host). When the check picks that method the run waits for the
+(sbmlgpu.runtime.host); a large kernel's nvcc build runs as several units at once
+(sbmlgpu.runtime.parallel_build). When the check picks that method the run waits for the
 thread (`join`) and finds the build done; when it picks another the thread is left
 to finish in the background (its build serves a later run).
 

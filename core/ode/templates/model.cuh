@@ -8,7 +8,14 @@
   ((atom, relation) per trigger relation), `draws` (whether initial values or event
   assignments draw from a distribution, SBML distrib: then those functions take the
   member's draw stream, distrib.cuh, as a last argument; ODE_DRAWS(s) passes it).
+  `units` (large models): the functions between `sbmlgpu:unit NAME` and `sbmlgpu:end`
+  comments are compiled by nvcc as translation units of their own, in parallel, and
+  linked (sbmlgpu.runtime.parallel_build); the host build reads the file whole.
 #}
+{% macro unit(name) %}{% if units %}/* sbmlgpu:unit {{ name }} */
+{% endif %}{% endmacro %}
+{% macro end_unit() %}{% if units %}/* sbmlgpu:end */
+{% endif %}{% endmacro %}
 {% if draws %}
 {% include "distrib.cuh" %}
 #define ODE_DRAWS_PARAM , sbmlgpu_draws_t* sbmlgpu_draws
@@ -20,37 +27,37 @@
 /* ---- the model (generated; fixed parameters are literals) ---------------------- */
 
 /* initial state x0(p) at time t (initial assignments follow varied parameters) */
-SBMLGPU_HD void model_x0(const real_t t, const real_t* __restrict__ p,
+{{ unit("model_x0") }}{{ "ODE_MODEL_FN" if units else "SBMLGPU_HD" }} void model_x0(const real_t t, const real_t* __restrict__ p,
                          real_t* __restrict__ x ODE_DRAWS_PARAM)
 {
 {{ body.x0 }}
 }
-{% if history %}
+{{ end_unit() }}{% if history %}
 
 {% include "sbmlgpu.ode:delay.cuh" %}
 {% endif %}
 
 /* dx = f(t, x, p) */
-ODE_MODEL_FN void model_rhs(const real_t t, const real_t* __restrict__ x,
+{{ unit("model_rhs") }}ODE_MODEL_FN void model_rhs(const real_t t, const real_t* __restrict__ x,
                           const real_t* __restrict__ p, real_t* __restrict__ dx)
 {
 {{ body.rhs }}
 }
-
+{{ end_unit() }}
 /* y = the requested outputs (SBML values) at (t, x) */
-SBMLGPU_HD void model_outputs(const real_t t, const real_t* __restrict__ x,
+{{ unit("model_outputs") }}{{ "ODE_MODEL_FN" if units else "SBMLGPU_HD" }} void model_outputs(const real_t t, const real_t* __restrict__ x,
                               const real_t* __restrict__ p, real_t* __restrict__ y)
 {
 {{ body.outputs }}
 }
-{% if fast %}
+{{ end_unit() }}{% if fast %}
 
 {% include "sbmlgpu.ode:fast.cuh" %}
 {% endif %}
 {% if body.jacobian is not none %}
 
 /* J = df/dx (row-major, ODE_NX x ODE_NX) and ft = df/dt, analytic */
-ODE_MODEL_FN void model_jacobian(const real_t t, const real_t* __restrict__ x,
+{{ unit("model_jacobian") }}ODE_MODEL_FN void model_jacobian(const real_t t, const real_t* __restrict__ x,
                                const real_t* __restrict__ p, real_t* __restrict__ J,
                                real_t* __restrict__ ft)
 {
@@ -58,12 +65,22 @@ ODE_MODEL_FN void model_jacobian(const real_t t, const real_t* __restrict__ x,
     for (int k = 0; k < ODE_NX; ++k) ft[k] = ODE_R(0);
 {{ body.jacobian }}
 }
-{% endif %}
+{{ end_unit() }}{% endif %}
 {% if body.m_sparse is not none %}
 
 /* A = -df/dx on the stored entries of the sparse LU (zero on fill-in), ft = df/dt */
 #define ODE_NNZ {{ nnz }}
-ODE_MODEL_FN void model_m_sparse(const real_t t, const real_t* __restrict__ x,
+{% for part in body.m_sparse_parts %}
+{{ unit("model_m_sparse_%d" % loop.index0) }}/* part {{ loop.index0 }} of {{ body.m_sparse_parts | length }} (model_m_sparse calls them in order) */
+ODE_MODEL_FN void model_m_sparse_{{ loop.index0 }}(const real_t t, const real_t* __restrict__ x,
+                                 const real_t* __restrict__ p, real_t* __restrict__ A,
+                                 real_t* __restrict__ ft)
+{
+{{ part }}
+}
+{{ end_unit() }}
+{% endfor %}
+{{ unit("model_m_sparse") if not body.m_sparse_parts else "" }}ODE_MODEL_FN void model_m_sparse(const real_t t, const real_t* __restrict__ x,
                                  const real_t* __restrict__ p, real_t* __restrict__ A,
                                  real_t* __restrict__ ft)
 {
@@ -71,7 +88,7 @@ ODE_MODEL_FN void model_m_sparse(const real_t t, const real_t* __restrict__ x,
     for (int k = 0; k < ODE_NX; ++k) ft[k] = ODE_R(0);
 {{ body.m_sparse }}
 }
-{% endif %}
+{{ end_unit() if not body.m_sparse_parts else "" }}{% endif %}
 {% if watch %}
 
 /* g = the watched atoms (lhs - rhs of each relation that can change between events).

@@ -1,0 +1,172 @@
+"""A large ode kernel built by nvcc as several translation units in parallel
+(sbmlgpu.runtime.parallel_build): the generator marks the model's functions and the
+parts of a large sparse Jacobian as units; they compile alone and link into one cubin;
+the parts give the host build the numbers of one Jacobian function; the cubin cache
+keys a split build apart; a split that fails falls back to one whole compile."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sbmlgpu.codegen.compile_check import nvcc_available
+from sbmlgpu.ode import codegen
+from sbmlgpu.plugins.ode.program import kernel_source
+from sbmlgpu.runtime import parallel_build
+
+from .ode_helpers import needs_compiler
+from .test_ode_compile import kernel_model, ring
+
+needs_nvcc = pytest.mark.skipif(not nvcc_available(), reason="nvcc not found")
+LARGE = codegen.INLINE_MODEL_MAX + 8  # called (not inlined) model functions: units
+
+
+@pytest.fixture(autouse=True)
+def two_jobs(monkeypatch):
+    """Two nvcc processes at once, whatever the machine (one core builds whole)."""
+    monkeypatch.setenv(parallel_build.JOBS_ENV, "2")
+
+
+@pytest.fixture(scope="module")
+def large_model():
+    return kernel_model(ring(LARGE))
+
+
+def _parted_source(model, monkeypatch, entries: int, method: str = "rodas4"):
+    monkeypatch.setattr(codegen, "JACOBIAN_PART_ENTRIES", entries)
+    return kernel_source(model, method)
+
+
+def test_a_large_models_functions_and_jacobian_parts_are_units(large_model, monkeypatch):
+    source = _parted_source(large_model, monkeypatch, 40)
+    units = parallel_build.split(source.text)
+    names = [u.name for u in units]
+    parts = [n for n in names if n.startswith("model_m_sparse_")]
+    assert names[:4] == ["main", "model_x0", "model_rhs", "model_outputs"] and len(parts) >= 3
+    main = units[0].text
+    # main keeps every marked function as a declaration only, and calls the parts
+    for name in names[1:]:
+        assert f"{name}(" in main and f"/* {name}: compiled in a unit of its own */" in main
+    assert "sbmlgpu:unit" not in main and "model_m_sparse_0(t, x, p, A, ft);" in main
+    for unit in units[1:]:  # each unit ends with its own function's body
+        assert unit.text.rstrip().endswith("/* sbmlgpu:end */")
+        assert unit.text.count("sbmlgpu:unit") == 1
+    # each entry of the Jacobian is assigned in exactly one part
+    assigned = [line.split("=")[0].strip() for u in units if u.name in parts
+                for line in u.text.split("sbmlgpu:unit")[1].splitlines()
+                if line.strip().startswith(("A[", "ft["))]
+    assert len(assigned) == len(set(assigned)) > 3 * 40 - 40
+
+
+def test_small_models_mark_no_units():
+    source = kernel_source(kernel_model(ring(10)), "rodas4")
+    assert not parallel_build.builds_in_units(source.text)
+    assert parallel_build.split(source.text) is None
+
+
+def test_jacobian_parts_give_the_host_build_the_numbers_of_one_function(large_model,
+                                                                        monkeypatch):
+    needs_compiler()
+    from sbmlgpu.plugins.ode.native import host_kernel
+
+    table = np.array([[0.2, 0.5, 1.5]])
+    times = np.linspace(0.0, 5.0, 6)
+    config = {"rtol": 1e-8, "atol": 1e-10, "h0": 0.0, "max_step": 0.0, "dt": 0.0,
+              "max_steps": 100000, "seed": 0}
+    runs = []
+    for entries in (40, 10**9):  # in parts; one function
+        source = _parted_source(large_model, monkeypatch, entries)
+        assert ("model_m_sparse_0(" in source.text) == (entries == 40)
+        runs.append(host_kernel(source).run(table, times, len(large_model.outputs), config))
+    assert np.all(runs[0][1] == 0)
+    for parted, whole in zip(*runs):
+        np.testing.assert_array_equal(parted, whole)  # bit for bit
+
+
+@needs_nvcc
+@pytest.mark.parametrize("method", ["rodas4", "dopri5"])
+def test_units_compile_alone_and_link_into_one_cubin(large_model, monkeypatch, method):
+    source = _parted_source(large_model, monkeypatch, 60, method)
+    report = parallel_build.BuildReport()
+    cubin = parallel_build.compile_source(source.text, "sm_90", name=source.name,
+                                          max_jobs=2, report=report)
+    assert cubin.startswith(b"\x7fELF") and report.fell_back is None
+    assert [name for name, _ in report.units] == \
+        [u.name for u in parallel_build.split(source.text)]
+    assert source.kernel.encode() in cubin  # the entry point survives the link
+
+
+@needs_nvcc
+def test_a_split_that_does_not_compile_falls_back_to_one_compile(caplog):
+    # the marked function uses a static helper defined after it: fine in one file,
+    # undefined in its unit
+    text = ("static __device__ double helper(double v);\n"
+            "/* sbmlgpu:unit twice */\n"
+            "__device__ __noinline__ double twice(double v)\n{\n    return helper(v);\n}\n"
+            "/* sbmlgpu:end */\n"
+            "static __device__ double helper(double v) { return 2.0 * v; }\n"
+            'extern "C" __global__ void k(double* y) { y[0] = twice(y[0]); }\n')
+    report = parallel_build.BuildReport()
+    cubin = parallel_build.compile_source(text, "sm_90", name="fallback.cu", report=report)
+    assert cubin.startswith(b"\x7fELF") and b"k" in cubin
+    assert report.fell_back and "twice" in report.fell_back
+    assert "compiling it whole" in caplog.text
+
+
+def test_the_cubin_cache_keys_a_split_build_apart(tmp_path, monkeypatch, large_model):
+    from sbmlgpu.runtime import cache as cache_module
+
+    monkeypatch.setattr(cache_module.CompileCache, "compiler_version", lambda self: "nvcc X")
+    cache = cache_module.CompileCache(tmp_path)
+    text = kernel_source(large_model, "dopri5").text
+    assert parallel_build.builds_in_units(text)
+    before = cache.key(text, "sm_90")
+    monkeypatch.setattr(parallel_build, "BUILD", parallel_build.BUILD + " changed")
+    assert cache.key(text, "sm_90") != before  # the build scheme is in the key
+    small = kernel_source(kernel_model(ring(10)), "dopri5").text
+    key = cache.key(small, "sm_90")
+    monkeypatch.setattr(parallel_build, "BUILD", "other")
+    assert cache.key(small, "sm_90") == key  # unsplit sources keep their keys
+
+
+def test_the_cubin_cache_builds_through_the_parallel_build(tmp_path, monkeypatch):
+    from sbmlgpu.runtime import cache as cache_module
+
+    calls = []
+
+    def fake(source, arch, options=(), name="kernel"):
+        calls.append((arch, tuple(options), name))
+        return b"\x7fELF fake"
+
+    monkeypatch.setattr(cache_module.CompileCache, "compiler_version", lambda self: "nvcc X")
+    monkeypatch.setattr(parallel_build, "compile_source", fake)
+    cache = cache_module.CompileCache(tmp_path)
+    assert cache.compile("/* text */", "sm_90", ("-O3",), name="k.cu") == b"\x7fELF fake"
+    assert cache.compile("/* text */", "sm_90", ("-O3",), name="k.cu") == b"\x7fELF fake"
+    assert calls == [("sm_90", ("-O3",), "k.cu")] and cache.hits == 1
+
+
+def test_jobs_follow_the_environment(monkeypatch):
+    monkeypatch.setenv(parallel_build.JOBS_ENV, "3")
+    assert parallel_build.jobs() == 3
+    monkeypatch.setenv(parallel_build.JOBS_ENV, "none")
+    assert parallel_build.jobs() >= 1
+
+
+def test_one_core_builds_whole(monkeypatch, large_model):
+    text = kernel_source(large_model, "dopri5").text
+    assert parallel_build.builds_in_units(text)
+    monkeypatch.setenv(parallel_build.JOBS_ENV, "1")
+    assert not parallel_build.builds_in_units(text)
+
+
+def test_units_can_be_switched_off(monkeypatch, large_model, tmp_path):
+    from sbmlgpu.runtime import cache as cache_module
+
+    monkeypatch.setattr(cache_module.CompileCache, "compiler_version", lambda self: "nvcc X")
+    cache = cache_module.CompileCache(tmp_path)
+    text = kernel_source(large_model, "dopri5").text
+    split_key = cache.key(text, "sm_90")
+    monkeypatch.setenv(parallel_build.UNITS_ENV, "0")
+    assert not parallel_build.builds_in_units(text)
+    assert cache.key(text, "sm_90") != split_key  # a whole compile is another binary
