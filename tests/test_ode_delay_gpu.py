@@ -70,8 +70,10 @@ def test_a_200000_member_delay_ensemble_with_the_largest_ring(device):
     host = run_cpu(net, "dopri5", times=times, parameters={"tau": taus[picks]}, rtol=1e-8,
                    atol=1e-10, history_nodes=nodes)
     # the same source; FMA contraction and libm/libdevice rounding differ, which moves
-    # the step-size control (at rtol 1e-8): the tolerance of test_ode_gpu's comparison
-    gap = np.abs(result.data[picks] - host.data) / (1e-9 + 1e-7 * np.abs(host.data))
+    # the step-size control and the history's Hermite nodes (at rtol 1e-8 the H100 was
+    # 5.8e-7 relative from the host build): within 100 x rtol. A member reading another
+    # member's history, or a node of another batch, is off by O(1).
+    gap = np.abs(result.data[picks] - host.data) / (1e-8 + 1e-6 * np.abs(host.data))
     assert gap.max() <= 1.0, f"largest gap {gap.max():.3g} x the tolerance"
 
 
