@@ -276,14 +276,14 @@ class LongPassNote:
 
     @contextmanager
     def watch(self, what: str, total: int, left: Callable[[], int]):
-        timer = threading.Timer(LONG_PASS_S, self._say, args=(what, total, left))
-        timer.daemon = True
-        if not self.quiet and not self.said:
-            timer.start()
+        if self.quiet or self.said:
+            yield
+            return
+        key = _ALARMS.set(LONG_PASS_S, lambda: self._say(what, total, left))
         try:
             yield
         finally:
-            timer.cancel()
+            _ALARMS.cancel(key)
 
     def _say(self, what: str, total: int, left: Callable[[], int]) -> None:
         if self.said:
@@ -292,6 +292,50 @@ class LongPassNote:
         hint = f"; {self.bound_hint}" if self.bound_hint else ""
         print(f"sbmlgpu: {what} has run {LONG_PASS_S:g} s with {left():,} of {total:,} "
               f"members left{hint}", file=sys.stderr, flush=True)
+
+
+class _Alarms:
+    """Calls due after a delay, from one daemon thread for the whole process: a
+    threading.Timer per run started a thread per run, which a one-member run on the
+    CPU path paid for in every call (~0.1-0.5 ms, more than the run)."""
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._due: dict[int, tuple[float, Callable[[], None]]] = {}
+        self._next_key = 0
+        self._thread: threading.Thread | None = None
+
+    def set(self, delay: float, call: Callable[[], None]) -> int:
+        with self._cond:
+            key = self._next_key
+            self._next_key += 1
+            self._due[key] = (time.monotonic() + delay, call)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._serve, daemon=True,
+                                                name="sbmlgpu-long-pass-note")
+                self._thread.start()
+            self._cond.notify()
+            return key
+
+    def cancel(self, key: int) -> None:
+        with self._cond:
+            self._due.pop(key, None)
+
+    def _serve(self) -> None:
+        while True:
+            with self._cond:
+                now = time.monotonic()
+                ready = [k for k, (at, _) in self._due.items() if at <= now]
+                calls = [self._due.pop(k)[1] for k in ready]
+                if not calls:
+                    soonest = min((at for at, _ in self._due.values()), default=None)
+                    self._cond.wait(None if soonest is None else max(soonest - now, 0.0))
+                    continue
+            for call in calls:
+                call()
+
+
+_ALARMS = _Alarms()
 
 
 def _second_pass(job: EnsembleJob, paused: np.ndarray, rerun: RunBatch,
