@@ -294,6 +294,11 @@ class LongPassNote:
               f"members left{hint}", file=sys.stderr, flush=True)
 
 
+def _poll_s() -> float:
+    """How often the alarms' thread looks for a due note: a 20th of LONG_PASS_S."""
+    return min(max(LONG_PASS_S / 20, 1e-3), 0.5)
+
+
 class _Alarms:
     """Calls due after a delay, from one daemon thread for the whole process: a
     threading.Timer per run started a thread per run, which a one-member run on the
@@ -304,6 +309,7 @@ class _Alarms:
         self._due: dict[int, tuple[float, Callable[[], None]]] = {}
         self._next_key = 0
         self._thread: threading.Thread | None = None
+        self._waiting_until = float("-inf")  # the thread's next look (monotonic)
 
     def set(self, delay: float, call: Callable[[], None]) -> int:
         with self._cond:
@@ -314,7 +320,9 @@ class _Alarms:
                 self._thread = threading.Thread(target=self._serve, daemon=True,
                                                 name="sbmlgpu-long-pass-note")
                 self._thread.start()
-            self._cond.notify()
+            if self._due[key][0] < self._waiting_until:
+                self._cond.notify()  # due before the thread looks again (rare: a wake-up
+                # per run would cost a context switch; a note due in 10 s never needs it)
             return key
 
     def cancel(self, key: int) -> None:
@@ -328,8 +336,11 @@ class _Alarms:
                 ready = [k for k, (at, _) in self._due.items() if at <= now]
                 calls = [self._due.pop(k)[1] for k in ready]
                 if not calls:
-                    soonest = min((at for at, _ in self._due.values()), default=None)
-                    self._cond.wait(None if soonest is None else max(soonest - now, 0.0))
+                    poll = _poll_s()
+                    soonest = min((at for at, _ in self._due.values()), default=now + poll)
+                    wait = min(max(soonest - now, 0.0), poll)
+                    self._waiting_until = now + wait
+                    self._cond.wait(wait)
                     continue
             for call in calls:
                 call()
