@@ -109,3 +109,68 @@ def test_the_host_overhead_benchmark_writes_its_figures(tmp_path):
     assert [r["kind"] for r in rows] == ["objective", "time course"]
     for row in rows:
         assert row.get("missing") or (0 < row["best_s"] < 60 and len(row["runs_s"]) == 1)
+
+
+def _steady_scan(sim, p, x0, result):
+    """Steady states as found by scanning every member at every steady time (latest
+    steady time wins): what Simulation.steady_state computed before it looked only
+    at the members not found yet."""
+    from sbmlgpu.petab.simulate import STEADY_ATOL, STEADY_RTOL, STEADY_TIMES
+
+    states = result.data[:, :, [result.index(o) for o in sim.ev.output_names()]]
+    x, found = np.full_like(x0, np.nan), np.zeros(x0.shape[1], bool)
+    for ti in reversed(range(1, len(STEADY_TIMES))):
+        at = states[:, ti, :].T
+        rate = sim.ev.rhs(at, p, STEADY_TIMES[ti])
+        with np.errstate(invalid="ignore"):
+            ok = np.isfinite(at) & np.isfinite(rate) & \
+                (np.abs(rate) <= STEADY_ATOL + STEADY_RTOL * np.abs(at))
+        new = ok.all(axis=0) & ~found
+        x[:, new], found = at[:, new], found | new
+    return x, found
+
+
+@pytest.mark.skipif(not (PETAB / "Brannmark_JBC2010").is_dir(),
+                    reason=f"no PEtab benchmark models in {PETAB}")
+@pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning",
+                            "ignore::UserWarning")
+def test_steady_states_equal_the_scan_of_every_member_at_every_time(monkeypatch):
+    pytest.importorskip("petab.v1", reason="the petab extra is not installed")
+    from sbmlgpu.petab import simulate as simulate_module
+    from sbmlgpu.petab import simulate_problem
+
+    Simulation = simulate_module.Simulation
+    original = Simulation.steady_state
+    calls = []
+
+    def steady_state(self, p, x0):
+        results = []
+        run = Simulation.time_course.__get__(self)
+        self.time_course = lambda *a, **k: results.append(run(*a, **k)) or results[-1]
+        try:
+            out = original(self, p, x0)
+        finally:
+            del self.time_course
+        calls.append((self, p, x0, results[0], out))
+        return out
+
+    monkeypatch.setattr(Simulation, "steady_state", steady_state)
+    yaml = PETAB / "Brannmark_JBC2010" / "Brannmark_JBC2010.yaml"
+    simulate_problem(yaml, ensemble=16, seed=2, device="cpu")
+    assert calls  # Brannmark preequilibrates
+    for sim, p, x0, result, (x, status, _) in calls:
+        expected, found = _steady_scan(sim, p, x0, result)
+        assert found.any()
+        np.testing.assert_array_equal(x, expected)
+        assert np.array_equal(status == 0, found)
+        # members not steady at the last time (their last point spoilt) are found at
+        # an earlier one, or not: the same as the scan says
+        result.data[::3, -1, :] = np.nan
+        sim.time_course = lambda *a, **k: result  # the spoilt time courses
+        x2, status2, _ = original(sim, p, x0)
+        del sim.time_course
+        expected2, found2 = _steady_scan(sim, p, x0, result)
+        np.testing.assert_array_equal(x2, expected2)
+        assert np.array_equal(status2 == 0, found2)
+        # the spoilt members were looked at again: found at an earlier time, or not
+        assert not np.array_equal(x2[:, ::3], x[:, ::3], equal_nan=True)
