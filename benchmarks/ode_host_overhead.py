@@ -9,9 +9,10 @@ method check and every cache filled, as in an estimation loop or a repeated run)
   (`execute(network, time_course(...), "ode")`, Bachmann and Raia by default; the sets
   and time points of benchmarks/ode_petab.py).
 The device is tests/fakes.py's FakeDevice (host memory); every kernel it is given does
-nothing and downloads copy nothing (the transfers are not the host's work), so statuses are ok and steps 0: the figures are the host's work alone
-(parameter table, method check key, bundling plan, copies, scheduler, result). The
-top functions of a cProfile of one run are written too (--profile).
+nothing and downloads copy nothing (the transfers are not the host's work), so
+statuses are ok and steps 0: the figures are the host's work alone (parameter table,
+method check key, bundling plan, gathers and uploads of the table, scheduler, result
+pages, result). --profile adds the top functions (own time) of a cProfile of one run.
 
     .venv/bin/python benchmarks/ode_host_overhead.py --out host_overhead.json
 
