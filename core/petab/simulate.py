@@ -161,14 +161,19 @@ class Simulation:
         x = np.full_like(x0, np.nan)
         found = np.zeros(m, bool)
         for ti in range(len(STEADY_TIMES) - 1, 0, -1):
-            state = data[:, ti, :].T
-            f = ev.rhs(state, p, STEADY_TIMES[ti])
+            # the latest steady time wins: earlier times look only at the members not
+            # steady yet (most are at the last one: one right-hand side over all)
+            left = np.flatnonzero(~found)
+            if not left.size:
+                break
+            every = left.size == m
+            state = data[:, ti, :].T if every else data[left, ti, :].T
+            f = ev.rhs(state, p if every else p.take(left), STEADY_TIMES[ti])
             with np.errstate(invalid="ignore"):
                 steady = np.all(np.isfinite(state) & np.isfinite(f) &
                                 (np.abs(f) <= STEADY_ATOL + STEADY_RTOL * np.abs(state)), axis=0)
-            take = steady & ~found
-            x[:, take] = state[:, take]
-            found |= take
+            x[:, left[steady]] = state[:, steady]
+            found[left[steady]] = True
         status = np.where(found, int(Status.ok), int(NO_STEADY_STATE)).astype(np.int8)
         # a member that failed before any steady time keeps the integrator's status
         failed = (result.status != int(Status.ok)) & ~found

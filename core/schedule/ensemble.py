@@ -101,7 +101,9 @@ class MemberBatch:
     def take(self, table: np.ndarray) -> np.ndarray:
         """This batch's columns of a (rows, members) table."""
         if self.members is not None:
-            return table[:, self.members]
+            # np.take, not table[:, members]: that one is column-major, and the engine's
+            # upload would copy it a second time to make it row-major
+            return np.take(table, self.members, axis=1)
         return table[:, self.start:self.stop]
 
 

@@ -89,6 +89,25 @@ class CostPredictor:
         design = self._design(features)
         return design @ np.concatenate([[self.intercept], self.coefficients])
 
+    def predict_log_table(self, table) -> np.ndarray:
+        """predict_log of the items given feature-major, a (features x items) table
+        (the layout of an ensemble's parameter table), in one pass of log over the
+        table and one matrix-vector product: no (items x features) design matrix is
+        built (for 10^5 members of ~30 features, most of a bundling plan's time). Items
+        with a feature that f cannot take (not finite; not positive under log) go
+        through predict_log, which says which."""
+        if self.coefficients is None:
+            raise OptionError("predictor", "fit() it on a pilot before predicting")
+        x = np.asarray(table, dtype=float)
+        x = x[None, :] if x.ndim == 1 else x
+        if x.ndim != 2 or x.shape[0] != self.coefficients.size:
+            return self.predict_log(x.T if x.ndim == 2 else x)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            f = np.log(x) if self.log_features else x
+        if not np.all(np.isfinite(f)):
+            return self.predict_log(x.T)
+        return self.intercept + self.coefficients @ f
+
     def predict(self, features) -> np.ndarray:
         """Predicted costs (exp of the fitted log cost)."""
         return np.exp(self.predict_log(features))

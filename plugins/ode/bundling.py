@@ -52,15 +52,14 @@ def pilot(n: int, pilot_size: int, seed: int) -> np.ndarray:
 def plan(table: np.ndarray, pilot_members: np.ndarray, pilot_steps: np.ndarray,
          group: int = 32) -> BundlePlan:
     """The bundling permutation from the pilot's measured steps. `table`: (varied, n)."""
-    features = np.asarray(table, dtype=float).T  # (n, varied)
-    positive = bool(np.all(features > 0))
+    table = np.asarray(table, dtype=float)  # (varied, n): the table as it lies, no copy
     costs = np.maximum(np.asarray(pilot_steps, dtype=float), 1.0)
+    positive = bool(np.all(table > 0))
+    if not np.all(np.isfinite(table)):
+        table = np.where(np.isfinite(table), table, 1.0)
     predictor = CostPredictor(log_features=positive)
-    finite = np.all(np.isfinite(features), axis=1)
-    if not finite.all():
-        features = np.where(np.isfinite(features), features, 1.0)
-    predictor.fit(features[pilot_members], costs)
-    predicted = predictor.predict(features)
+    predictor.fit(table[:, pilot_members].T, costs)
+    predicted = np.exp(predictor.predict_log_table(table))
     predicted = np.where(np.isfinite(predicted), predicted, float(np.max(costs)))
     permutation = bundle(predicted, group)
     info = {

@@ -1,0 +1,176 @@
+"""The host's work around the kernels of a large ensemble (issue 13), cut without
+changing what is computed: the bundling plan predicts from the parameter table as it
+lies (no (members x features) design matrix) and must give the order and figures of
+the design-matrix prediction; a bundled batch's table columns are gathered once,
+row-major, as the engine uploads them; benchmarks/ode_host_overhead.py runs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sbmlgpu.errors import OptionError
+from sbmlgpu.plugins.ode import bundling
+from sbmlgpu.schedule import CostPredictor, bundle
+from sbmlgpu.schedule.ensemble import MemberBatch
+
+from .shared_data import MODELS
+
+ROOT = Path(__file__).resolve().parents[1]
+PETAB = MODELS / "petab-benchmark"
+
+
+def _table(varied: int, n: int, seed: int) -> np.ndarray:
+    return np.exp(np.random.default_rng(seed).normal(0, 2, size=(varied, n)))
+
+
+def _steps(table: np.ndarray, pilot: np.ndarray, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    cost = 40 * np.abs(table[0, pilot]) ** 0.6 * rng.lognormal(0, 0.3, pilot.size)
+    return cost.astype(np.int64) + 1
+
+
+def _design_matrix_plan(table, pilot, steps, group=32):
+    """What bundling.plan computed before: the predictor on (members, varied) features."""
+    features = np.asarray(table, dtype=float).T
+    positive = bool(np.all(features > 0))
+    costs = np.maximum(np.asarray(steps, dtype=float), 1.0)
+    predictor = CostPredictor(log_features=positive)
+    features = np.where(np.isfinite(features), features, 1.0)
+    predictor.fit(features[pilot], costs)
+    predicted = predictor.predict(features)
+    predicted = np.where(np.isfinite(predicted), predicted, float(np.max(costs)))
+    return predicted, bundle(predicted, group)
+
+
+@pytest.mark.parametrize("log_features", [True, False])
+def test_the_prediction_from_the_table_equals_the_design_matrix_one(log_features):
+    table = _table(7, 5000, 1)
+    pilot = bundling.pilot(5000, 300, 0)
+    predictor = CostPredictor(log_features).fit(table[:, pilot].T, _steps(table, pilot, 2))
+    np.testing.assert_allclose(predictor.predict_log_table(table),
+                               predictor.predict_log(table.T), rtol=1e-13, atol=1e-13)
+
+
+def test_the_prediction_from_the_table_names_a_value_log_cannot_take():
+    table = _table(3, 400, 3)
+    predictor = CostPredictor().fit(table.T, np.arange(1, 401))
+    table[1, 7] = 0.0
+    with pytest.raises(OptionError, match="positive"):
+        predictor.predict_log_table(table)
+    with pytest.raises(OptionError, match="3 features"):
+        CostPredictor().fit(table[:2].T + 1, np.arange(1, 401)).predict_log_table(table + 1)
+
+
+@pytest.mark.parametrize("case", ["positive", "zeros", "not finite"])
+def test_the_plan_keeps_the_order_and_figures_of_the_design_matrix_plan(case):
+    n = 20_000
+    table = _table(12, n, 4)
+    if case == "zeros":  # a column that is 0 for all (plain features then)
+        table[5] = 0.0
+    if case == "not finite":
+        table[3, ::97] = np.nan
+        table[8, ::131] = np.inf
+    pilot = bundling.pilot(n, 512, 0)
+    steps = _steps(table, pilot, 5)
+    plan = bundling.plan(table, pilot, steps)
+    predicted, permutation = _design_matrix_plan(table, pilot, steps)
+    assert plan.info["log_features"] == (case == "positive")
+    assert np.array_equal(plan.permutation.order, permutation.order)
+    assert plan.info["predicted_lane_efficiency_bundled"] == pytest.approx(
+        bundling.lane_efficiency(predicted, 32, permutation), rel=1e-12)
+    assert plan.info["r_squared"] > 0.3  # the steps follow column 0: the fit found it
+
+
+def test_a_bundled_batch_gathers_its_columns_row_major():
+    table = _table(6, 1000, 6)
+    members = np.random.default_rng(0).permutation(1000)[:333]
+    taken = MemberBatch(0, 333, members).take(table)
+    assert taken.flags["C_CONTIGUOUS"]  # the engine's upload needs no second copy
+    assert np.array_equal(taken, table[:, members])
+    assert np.shares_memory(MemberBatch(10, 50, None).take(table), table)  # a range: a view
+
+
+@pytest.mark.skipif(not (PETAB / "Fujita_SciSignal2010").is_dir(),
+                    reason=f"no PEtab benchmark models in {PETAB}")
+def test_the_host_overhead_benchmark_writes_its_figures(tmp_path):
+    out = tmp_path / "overhead.json"
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "ode_host_overhead.py"),
+                           "--n", "3000", "--repeat", "1", "--objective",
+                           "Fujita_SciSignal2010", "--time-course", "Raia_CancerResearch2011",
+                           "--out", str(out)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["kind"] for r in rows] == ["objective", "time course"]
+    for row in rows:
+        assert row.get("missing") or (0 < row["best_s"] < 60 and len(row["runs_s"]) == 1)
+
+
+def _steady_scan(sim, p, x0, result):
+    """Steady states as found by scanning every member at every steady time (latest
+    steady time wins): what Simulation.steady_state computed before it looked only
+    at the members not found yet."""
+    from sbmlgpu.petab.simulate import STEADY_ATOL, STEADY_RTOL, STEADY_TIMES
+
+    states = result.data[:, :, [result.index(o) for o in sim.ev.output_names()]]
+    x, found = np.full_like(x0, np.nan), np.zeros(x0.shape[1], bool)
+    for ti in reversed(range(1, len(STEADY_TIMES))):
+        at = states[:, ti, :].T
+        rate = sim.ev.rhs(at, p, STEADY_TIMES[ti])
+        with np.errstate(invalid="ignore"):
+            ok = np.isfinite(at) & np.isfinite(rate) & \
+                (np.abs(rate) <= STEADY_ATOL + STEADY_RTOL * np.abs(at))
+        new = ok.all(axis=0) & ~found
+        x[:, new], found = at[:, new], found | new
+    return x, found
+
+
+@pytest.mark.skipif(not (PETAB / "Brannmark_JBC2010").is_dir(),
+                    reason=f"no PEtab benchmark models in {PETAB}")
+@pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning",
+                            "ignore::UserWarning")
+def test_steady_states_equal_the_scan_of_every_member_at_every_time(monkeypatch):
+    pytest.importorskip("petab.v1", reason="the petab extra is not installed")
+    from sbmlgpu.petab import simulate as simulate_module
+    from sbmlgpu.petab import simulate_problem
+
+    Simulation = simulate_module.Simulation
+    original = Simulation.steady_state
+    calls = []
+
+    def steady_state(self, p, x0):
+        results = []
+        run = Simulation.time_course.__get__(self)
+        self.time_course = lambda *a, **k: results.append(run(*a, **k)) or results[-1]
+        try:
+            out = original(self, p, x0)
+        finally:
+            del self.time_course
+        calls.append((self, p, x0, results[0], out))
+        return out
+
+    monkeypatch.setattr(Simulation, "steady_state", steady_state)
+    yaml = PETAB / "Brannmark_JBC2010" / "Brannmark_JBC2010.yaml"
+    simulate_problem(yaml, ensemble=16, seed=2, device="cpu")
+    assert calls  # Brannmark preequilibrates
+    for sim, p, x0, result, (x, status, _) in calls:
+        expected, found = _steady_scan(sim, p, x0, result)
+        assert found.any()
+        np.testing.assert_array_equal(x, expected)
+        assert np.array_equal(status == 0, found)
+        # members not steady at the last time (their last point spoilt) are found at
+        # an earlier one, or not: the same as the scan says
+        result.data[::3, -1, :] = np.nan
+        sim.time_course = lambda *a, **k: result  # the spoilt time courses
+        x2, status2, _ = original(sim, p, x0)
+        del sim.time_course
+        expected2, found2 = _steady_scan(sim, p, x0, result)
+        np.testing.assert_array_equal(x2, expected2)
+        assert np.array_equal(status2 == 0, found2)
+        # the spoilt members were looked at again: found at an earlier time, or not
+        assert not np.array_equal(x2[:, ::3], x[:, ::3], equal_nan=True)
