@@ -278,12 +278,12 @@ def _take(sets: dict[str, np.ndarray], index) -> dict[str, np.ndarray]:
 
 def roadrunner(yaml: Path, sets: dict[str, np.ndarray], cores: int, budget: float) -> dict:
     """libRoadRunner's objective over as many of `sets` as fit in `budget` seconds."""
+    if cores <= 0:  # asked not to run it: say so, whether or not it is installed
+        return {"available": False, "why": "--cores 0"}
     try:
         import roadrunner as rr_module
     except Exception as exc:  # noqa: BLE001
         return {"available": False, "why": f"{type(exc).__name__}: {exc}"}
-    if cores <= 0:
-        return {"available": False, "why": "--cores 0"}
     n = len(next(iter(sets.values())))
     _init(str(yaml))  # here, to time a few sets: how many fit in the budget
     sys.stdout.flush()
