@@ -15,6 +15,7 @@ command-line flags (sbmlgpu.cli_options).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import field
 from typing import Any, Callable, Sequence
@@ -52,27 +53,34 @@ def option_name(f: dataclasses.Field) -> str:
     return f.metadata.get("flag") or f.name.replace("_", "-")
 
 
+@functools.lru_cache(maxsize=None)
+def _rules(cls) -> tuple:
+    """Each field's (name, user-facing name, required, choices, minimum, maximum), read
+    once per class: every run validates its task and options (issue 13's fixed cost)."""
+    return tuple((f.name, option_name(f), bool(f.metadata.get("required")),
+                  f.metadata.get("choices"), f.metadata.get("minimum"),
+                  f.metadata.get("maximum")) for f in dataclasses.fields(cls))
+
+
 class Settings:
     """Base of every dataclass of declared fields (use as a dataclass mixin)."""
 
     def validate(self):
         """Check every field against its declaration, then `check()`; returns self."""
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            meta = f.metadata
-            name = option_name(f)
-            if meta.get("required") and value is None:
+        for field_name, name, required, choices, minimum, maximum in _rules(type(self)):
+            value = getattr(self, field_name)
+            if required and value is None:
                 raise OptionError(name, "is required")
-            if meta.get("choices") is not None and value not in meta["choices"]:
-                allowed = ", ".join(map(str, meta["choices"]))
+            if choices is not None and value not in choices:
+                allowed = ", ".join(map(str, choices))
                 raise OptionError(name, f"{value!r} is not one of: {allowed}")
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 if isinstance(value, float) and math.isnan(value):
                     raise OptionError(name, "NaN is not a value")
-                if meta.get("minimum") is not None and value < meta["minimum"]:
-                    raise OptionError(name, f"{value!r} is below the minimum {meta['minimum']}")
-                if meta.get("maximum") is not None and value > meta["maximum"]:
-                    raise OptionError(name, f"{value!r} is above the maximum {meta['maximum']}")
+                if minimum is not None and value < minimum:
+                    raise OptionError(name, f"{value!r} is below the minimum {minimum}")
+                if maximum is not None and value > maximum:
+                    raise OptionError(name, f"{value!r} is above the maximum {maximum}")
         self.check()
         return self
 

@@ -44,7 +44,7 @@ def non_finite_counts(data: np.ndarray, ok: np.ndarray) -> np.ndarray:
         kept = values[ok[start:stop]]
         return (~np.isfinite(kept).all(axis=1)).sum(axis=0) if len(kept) else None
 
-    if threads() < 2 or len(blocks) < 2:
+    if len(blocks) < 2 or threads() < 2:
         return _add(counts, map(scan, blocks))
     return _add(counts, pool().map(scan, blocks))  # the process's host-memory threads
 
