@@ -106,7 +106,9 @@ def _add_task_command(sub, task_cls, argv: list[str]) -> None:
     d = p.add_argument_group("devices").add_mutually_exclusive_group()
     d.add_argument("--cpu", action="store_true", help="use the CPU path even if a GPU is present")
     d.add_argument("--devices", type=_int_list, metavar="LIST",
-                   help="GPU indices to use, comma-separated [default: all]")
+                   help="GPU indices to use, comma-separated [default: all; the ode "
+                        "backend runs no more members than the CPU cores on the CPU path "
+                        "unless GPUs are named here]")
     add_backend_options(p, plugin_manager.backend_for(task_cls, _peek_backend(argv)))
     p.set_defaults(func=cmd_task, task_cls=task_cls)
 
