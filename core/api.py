@@ -131,9 +131,12 @@ _SAID_FEW_MEMBERS: set = set()
 
 
 def _few_members_for_the_cpu(backend: Backend, task: Task | None) -> bool:
-    """An ensemble that a GPU cannot run faster than the host's cores: each member
-    gets a core, and a core integrates faster than one GPU thread (issue 13: a
-    one-member run costs ~2 ms as a GPU launch, ~0.3 ms on a core). Said once."""
+    """An ensemble that a GPU cannot run faster than the host's cores: a core
+    integrates a member several to ~30 times faster than one GPU thread (the ode host
+    pass's measurement), so no more members than cores finish sooner there, even run
+    one after another (the host build starts threads above 16 members); and a GPU
+    launch costs more than a small model's few members (~2 ms against ~0.3 ms for one
+    member). Said once."""
     members = getattr(task, "ensemble_size", None)
     if not getattr(backend, "few_members_on_cpu", False) or not isinstance(members, int):
         return False
@@ -143,7 +146,7 @@ def _few_members_for_the_cpu(backend: Backend, task: Task | None) -> bool:
     if backend.name not in _SAID_FEW_MEMBERS:
         _SAID_FEW_MEMBERS.add(backend.name)
         log.info(f"{members} member{'s' * (members != 1)}, no more than the {cores} CPU "
-                 f"cores: running on the CPU path, faster than a GPU launch for so few "
+                 f"cores: running on the CPU path, faster than the GPU for so few "
                  f"(--devices 0 or device=[0] runs it on the GPU)")
     return True
 

@@ -4,6 +4,8 @@ downloaded value, a memory-mapped result is never touched, the copies are exact.
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 
@@ -111,3 +113,22 @@ def test_without_rows_to_fill_a_new_array_is_faulted_in(small, monkeypatch):
     assert len(made) == 1 and out.out is made[0] and out.out.shape == (10, 3, 2)
     assert np.array_equal(out.out.reshape(10, 6), 1000.0 * np.arange(6)[None, :]
                           + np.arange(10)[:, None] + 1 / 3)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_gets_its_own_host_memory_threads():
+    """A child forked after the pool ran inherits it without its threads; the pool
+    must be made again there, or the child's scan waits forever."""
+    from sbmlgpu.results.finite import non_finite_counts
+
+    data = np.ones((4000, 51, 25))  # several blocks: the scan goes to the pool
+    data[3, 2, 1] = np.nan
+    ok = np.ones(4000, bool)
+    assert non_finite_counts(data, ok).tolist()[1] == 1
+    pid = os.fork()
+    if pid == 0:  # the child: answer within 20 s or be stopped by the alarm
+        signal.alarm(20)
+        counts = non_finite_counts(data, ok)
+        os._exit(0 if counts[1] == 1 and counts.sum() == 1 else 3)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status

@@ -37,7 +37,19 @@ _pool: ThreadPoolExecutor | None = None
 
 
 def threads() -> int:
-    return max(1, min(MAX_THREADS, os.cpu_count() or 1))
+    from .host import host_cores
+
+    return max(1, min(MAX_THREADS, host_cores()))
+
+
+def _forget_pool_in_child() -> None:
+    """A forked child inherits the pool but none of its threads: submitting to it would
+    wait forever. The child makes its own on first use."""
+    global _pool, _lock
+    _pool, _lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pool_in_child)
 
 
 def pool() -> ThreadPoolExecutor:

@@ -33,6 +33,8 @@ launch), or on the host its own.
 
 from __future__ import annotations
 
+import logging
+import os
 import sys
 import threading
 import time
@@ -47,6 +49,8 @@ from sbmlgpu.results import Status
 from sbmlgpu.schedule.ensemble import (EnsembleJob, EnsembleOutcome, MemberBatch,
                                        MemberResults, run_ensemble)
 from sbmlgpu.schedule.progress import Progress
+
+log = logging.getLogger("sbmlgpu.ode")
 
 
 @dataclass(frozen=True)
@@ -343,10 +347,20 @@ class _Alarms:
                     self._cond.wait(wait)
                     continue
             for call in calls:
-                call()
+                try:
+                    call()
+                except Exception as exc:  # noqa: BLE001 - a note that failed must not end
+                    log.debug("long-pass note failed: %s", exc)  # the thread for later runs
+
+    def forget_thread(self) -> None:
+        """In a forked child: the thread is not there (a new one starts on first use)."""
+        self._cond = threading.Condition()
+        self._thread = None
+        self._waiting_until = float("-inf")
 
 
 _ALARMS = _Alarms()
+os.register_at_fork(after_in_child=_ALARMS.forget_thread)
 
 
 def _second_pass(job: EnsembleJob, paused: np.ndarray, rerun: RunBatch,
