@@ -170,3 +170,18 @@ def test_units_can_be_switched_off(monkeypatch, large_model, tmp_path):
     monkeypatch.setenv(parallel_build.UNITS_ENV, "0")
     assert not parallel_build.builds_in_units(text)
     assert cache.key(text, "sm_90") != split_key  # a whole compile is another binary
+
+
+def test_units_of_a_kernel_in_large_blocks_get_a_register_cap():
+    """A unit compiled apart does not see the kernel's __launch_bounds__: above 256
+    threads per block the units are capped so that a block fits; at 256 or fewer
+    nothing changes (the default builds are the same as before)."""
+    from sbmlgpu.runtime.parallel_build import Unit, _register_cap
+
+    def units(bound):
+        return [Unit("rhs", "__device__ void model_rhs() {}"),
+                Unit("kernel", f"extern \"C\" __global__ void __launch_bounds__({bound}) k() {{}}")]
+
+    assert _register_cap(units(128)) == [] and _register_cap(units(256)) == []
+    assert _register_cap(units(512)) == ["-maxrregcount=128"]
+    assert _register_cap(units(1024)) == ["-maxrregcount=64"]

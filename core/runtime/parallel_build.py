@@ -145,6 +145,7 @@ def compile_units(units: Sequence[Unit], arch: str, options: Sequence[str] = (),
         raise DeviceError("nvcc not found (looked in PATH, $CUDA_HOME/bin, /usr/local/cuda/bin)")
     report = report if report is not None else BuildReport()
     report.jobs = max(1, min(max_jobs or jobs(), len(units)))
+    options = [*options, *_register_cap(units)]
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="sbmlgpu-nvcc-units-") as scratch:
         folder = Path(scratch)
@@ -172,6 +173,23 @@ def compile_units(units: Sequence[Unit], arch: str, options: Sequence[str] = (),
         cubin = linked.read_bytes()
     report.wall_s = time.perf_counter() - started
     return cubin
+
+
+_LAUNCH_BOUNDS = re.compile(r"__launch_bounds__\(\s*(\d+)")
+#: registers of one block at most (every architecture sbmlgpu builds for)
+REGISTERS_PER_BLOCK = 65536
+
+
+def _register_cap(units) -> list[str]:
+    """-maxrregcount for the units of a kernel launched in blocks above 256 threads: a
+    unit compiled apart does not see the kernel's __launch_bounds__, so its functions
+    could use more registers than such a block can have ("too many resources requested
+    for launch"), which a whole compile would have capped. Nothing at 256 or fewer
+    (255 registers fit), so those builds are unchanged."""
+    bounds = [int(m) for unit in units for m in _LAUNCH_BOUNDS.findall(unit.text)]
+    if not bounds or max(bounds) <= 256:
+        return []
+    return [f"-maxrregcount={REGISTERS_PER_BLOCK // max(bounds)}"]
 
 
 def compile_source(source: str, arch: str, options: Sequence[str] = (),
