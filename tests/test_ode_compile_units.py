@@ -134,7 +134,7 @@ def test_the_cubin_cache_builds_through_the_parallel_build(tmp_path, monkeypatch
 
     calls = []
 
-    def fake(source, arch, options=(), name="kernel"):
+    def fake(source, arch, options=(), name="kernel", report=None):
         calls.append((arch, tuple(options), name))
         return b"\x7fELF fake"
 
@@ -185,3 +185,24 @@ def test_units_of_a_kernel_in_large_blocks_get_a_register_cap():
     assert _register_cap(units(128)) == [] and _register_cap(units(256)) == []
     assert _register_cap(units(512)) == ["-maxrregcount=128"]
     assert _register_cap(units(1024)) == ["-maxrregcount=64"]
+
+
+def test_a_units_build_that_fell_back_is_cached_as_a_whole_build(tmp_path, monkeypatch):
+    """The cubin of a fallback is a whole compile's: cached under the whole build's key,
+    so the units' key never holds it (and a later run tries the units again)."""
+    from sbmlgpu.runtime import cache as cache_module
+
+    def fell_back(source, arch, options=(), name="kernel", report=None):
+        report.fell_back = "a unit failed"
+        return b"\x7fELF whole"
+
+    monkeypatch.setattr(cache_module.CompileCache, "compiler_version", lambda self: "nvcc X")
+    monkeypatch.setattr(parallel_build, "builds_in_units", lambda source: True)
+    monkeypatch.setattr(parallel_build, "compile_source", fell_back)
+    cache = cache_module.CompileCache(tmp_path)
+    cache.compile("/* text */", "sm_90", name="k.cu")
+    units_key = cache.key("/* text */", "sm_90")
+    whole_key = cache.key("/* text */", "sm_90", whole=True)
+    assert units_key != whole_key
+    assert not cache.path(units_key).exists()
+    assert cache.path(whole_key).read_bytes() == b"\x7fELF whole"

@@ -61,10 +61,13 @@ class CompileCache:
         self._write(note, version.encode("utf-8"))
         return version
 
-    def key(self, source: str, arch: str, options: Sequence[str] = ()) -> str:
+    def key(self, source: str, arch: str, options: Sequence[str] = (),
+            whole: bool = False) -> str:
+        """`whole`: the key of the source compiled whole, even where it is built in
+        units (where a units build fell back to a whole compile)."""
         fields = {"source": source, "options": [str(o) for o in options],
                   "nvcc": self.compiler_version(), "arch": arch}
-        if parallel_build.builds_in_units(source):
+        if not whole and parallel_build.builds_in_units(source):
             # built in units and linked: another binary than one whole compile's
             fields["build"] = parallel_build.BUILD
         payload = json.dumps(fields, sort_keys=True)
@@ -88,9 +91,15 @@ class CompileCache:
         except OSError:
             pass
         self.misses += 1
-        # the default splits a source that marks units and builds them in parallel
-        compiler = self._compiler or parallel_build.compile_source
-        cubin = compiler(source, arch=arch, options=tuple(options), name=name)
+        if self._compiler is not None:
+            cubin = self._compiler(source, arch=arch, options=tuple(options), name=name)
+        else:  # the default splits a source that marks units and builds them in parallel
+            report = parallel_build.BuildReport()
+            cubin = parallel_build.compile_source(source, arch=arch, options=tuple(options),
+                                                  name=name, report=report)
+            if report.fell_back:  # compiled whole: kept as such, never under the units'
+                # key (a transient failure would stick; the next run tries units again)
+                path = self.path(self.key(source, arch, options, whole=True))
         self._write(path, cubin)
         return cubin
 
