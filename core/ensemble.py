@@ -194,6 +194,37 @@ def sample(specs: Mapping[str, Distribution | str], n: int, seed: int) -> dict[s
     return out
 
 
+def sample_table(specs: Mapping[str, Distribution | str], ids: Sequence[str], n: int,
+                 seed: int, dtype=np.float64, threads: int | None = None) -> np.ndarray:
+    """`sample`'s draws as one (len(ids), n) array of `dtype` (rows in `ids`' order):
+    the same numbers, each row drawn and transformed on its own thread (numpy's
+    generators and ufuncs release the GIL) straight into its place, without the
+    dictionary and the copies of stacking and converting it (3e6 members x 15 ids:
+    1.7 s on two cores before)."""
+    check_ensemble_size(n, len(ids))
+    table = np.empty((len(ids), n), dtype=dtype)
+    if not len(ids):
+        return table
+
+    def fill(j: int) -> None:
+        dist = specs[ids[j]]
+        dist = parse_distribution(dist) if isinstance(dist, str) else dist
+        table[j] = dist.transform(uniforms(seed, ids[j], n))
+
+    from .runtime.host import host_cores
+
+    workers = max(1, min(len(ids), threads or host_cores()))
+    if workers == 1:
+        for j in range(len(ids)):
+            fill(j)
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(workers) as pool:
+            list(pool.map(fill, range(len(ids))))
+    return table
+
+
 def check_ensemble_size(n: int, ids: int = 0) -> None:
     """A positive size whose `ids` columns of draws fit in memory (checked before
     drawing: --ensemble 10^10 is an OptionError, not a MemoryError minutes later)."""

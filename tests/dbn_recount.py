@@ -21,14 +21,16 @@ def bin_values(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
 def ode_backend_counts(model, result: DbnResult, *, n: int, samples: dict, seed: int,
                        steps: int, precision: str = "float", device="cpu"):
     """(dense counts per variable, counted marginals, ok mask) recounted from the ode
-    backend's trajectories of the same samples."""
+    backend's trajectories of the same samples (with nvcc's fast math where the DBN's
+    kernels had it: the same arithmetic)."""
     drawn = sample(samples, n, seed)
     times = result.times
     dt = (times[1] - times[0]) / steps
     states = [v for v in result.variables if v not in result.metadata.get("parameter_nodes", ())]
     tc = sbmlgpu.run(model, "ode", times=times, parameters=drawn, outputs=states,
                      options={"method": "rk4", "dt": dt, "precision": precision,
-                              "bundling": False},
+                              "bundling": False,
+                              "fast_math": bool(result.metadata.get("fast_math"))},
                      device=device, progress=False)
     ok = tc.ok
     k = result.bins

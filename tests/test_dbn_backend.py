@@ -14,6 +14,7 @@ from sbmlgpu import cli
 from sbmlgpu.codegen.compile_check import nvcc_available, nvcc_compile
 from sbmlgpu.errors import OptionError, UnsupportedModelError
 from sbmlgpu.ode.model import KernelModel
+from sbmlgpu.plugins.dbn import program as dbn_program
 from sbmlgpu.plugins.dbn.kernels import dbn_kernels
 from sbmlgpu.plugins.dbn.structure import DbnStructure
 from sbmlgpu.results.io import read
@@ -109,6 +110,37 @@ def test_another_seed_agrees_within_sampling_error(lv_result):
     assert np.all(np.abs(other.counted - lv_result.counted) <= 5 * sigma)
 
 
+def test_one_integration_counts_what_two_integrations_count(lv_result, monkeypatch):
+    """The range pass keeps the values and the counts are made from them: the same
+    counts, edges and marginals as integrating a second time (dense and sparse)."""
+    assert lv_result.metadata["integrations"] == 1
+    sparse_once = lv(options={"max_dense_rows": 5})
+    monkeypatch.setattr(dbn_program, "VALUES_MEMORY_SHARE", 0.0)  # nothing fits
+    twice, sparse_twice = lv(), lv(options={"max_dense_rows": 5})
+    assert twice.metadata["integrations"] == sparse_twice.metadata["integrations"] == 2
+    np.testing.assert_array_equal(twice.edges, lv_result.edges)
+    for v in lv_result.variables:
+        np.testing.assert_array_equal(twice.counts[v], lv_result.counts[v], err_msg=v)
+        np.testing.assert_array_equal(dense(sparse_twice, v), dense(sparse_once, v),
+                                      err_msg=v)
+    np.testing.assert_array_equal(twice.counted, lv_result.counted)
+    # ranges given: nothing to find, one integration (the counting pass)
+    ranges = {v: (float(e[0]), float(e[-1])) for v, e in zip(lv_result.variables,
+                                                             lv_result.edges)}
+    assert lv(ranges=ranges).metadata["integrations"] == 1
+
+
+def test_kernel_text_does_not_depend_on_the_slices():
+    """One compile for any --slices: the tables' offsets scale at launch."""
+    ode = ode_system(sbmlgpu.load(LV))
+    texts = set()
+    for slices in (1, 8, 100):
+        structure = DbnStructure.of(ode, (), 5, slices, 65536)
+        model = KernelModel(ode, (), structure.variables)
+        texts.add(dbn_kernels(model, structure, "float", 128).counts.text)
+    assert len(texts) == 1
+
+
 # dX/dt = k X^2, X(0) = 1: X = 1/(1 - k t), which blows up at t = 1/k
 BLOW_UP = sbml.model(sbml.species("X", 1, concentration=True), sbml.parameter("k", 1),
                      sbml.reaction("growth", [], ["X"], sbml.math_apply(
@@ -130,6 +162,24 @@ def test_failed_trajectories_are_reported_and_never_counted(tmp_path):
     for v in r.variables:
         np.testing.assert_array_equal(dense(r, v), counts[v], err_msg=v)
         assert r.counts[v].sum(axis=(1, 2)).tolist() == [400 - failed] * 4
+    np.testing.assert_array_equal(r.counted, marginals)
+
+
+def test_failed_trajectories_are_never_counted_when_the_values_are_kept(tmp_path):
+    """Without --range the counts come from the range pass's values: a member that
+    failed there is skipped (status known), never binned."""
+    model = tmp_path / "blow_up.xml"
+    model.write_text(BLOW_UP)
+    samples = {"k": "uniform:0.2:2"}
+    r = sbmlgpu.dbn(model, device="cpu", progress=False, ensemble=400, sample=samples,
+                    slices=4, slice_time=0.25, steps=50)
+    assert r.metadata["integrations"] == 1
+    failed = r.metadata["failed_trajectories"]
+    assert 50 < failed < 350
+    counts, marginals, ok = ode_backend_counts(model, r, n=400, samples=samples, seed=0,
+                                               steps=50)
+    assert int((~ok).sum()) == failed
+    np.testing.assert_array_equal(dense(r, "X"), counts["X"])
     np.testing.assert_array_equal(r.counted, marginals)
 
 

@@ -31,22 +31,53 @@ def egf_samples():
             if s in index and (v := ode.p_values[index[s]]) != 0}
 
 
+@pytest.mark.parametrize("fast_math", [True, False])
 @pytest.mark.parametrize("model, samples, n, slices, slice_time, steps", [
     (LV, LV_SAMPLES, 4000, 10, 0.5, 20),
     (EGF, None, 2000, 10, 1.0, 50),
 ])
 def test_gpu_counts_equal_a_recount_of_the_gpu_ode_backend(gpu_device, model, samples, n,
-                                                           slices, slice_time, steps):
+                                                           slices, slice_time, steps,
+                                                           fast_math):
+    """Bin for bin, with and without nvcc's fast math (the ode backend then compiled
+    the same way)."""
     samples = samples or egf_samples()
     r = sbmlgpu.dbn(model, device=gpu_device.index, progress=False, ensemble=n,
-                    sample=samples, slices=slices, slice_time=slice_time, steps=steps)
+                    sample=samples, slices=slices, slice_time=slice_time, steps=steps,
+                    options={"fast_math": fast_math})
     assert r.metadata["engine"] == "gpu"
+    assert r.metadata["fast_math"] is fast_math and r.metadata["integrations"] == 1
     counts, marginals, ok = ode_backend_counts(model, r, n=n, samples=samples, seed=0,
                                                steps=steps, device=gpu_device.index)
     assert int(ok.sum()) == r.metadata["counted_trajectories"]
     for v in r.variables:
         np.testing.assert_array_equal(dense(r, v), counts[v], err_msg=v)
     np.testing.assert_array_equal(r.counted, marginals)
+
+
+def test_gpu_one_integration_counts_what_two_integrations_count(gpu_device, monkeypatch):
+    """The values the range pass keeps on the device, counted by the replay kernel:
+    the counts of integrating a second time, bin for bin (dense and sparse)."""
+    from sbmlgpu.plugins.dbn import program
+
+    settings = dict(ensemble=6000, sample=egf_samples(), slices=10, slice_time=1.0,
+                    steps=50, progress=False)
+    once = sbmlgpu.dbn(EGF, device=gpu_device.index, **settings)
+    lv_once = sbmlgpu.dbn(LV, device=gpu_device.index, options={"max_dense_rows": 5},
+                          ensemble=3000, sample=LV_SAMPLES, slices=8, slice_time=0.5,
+                          steps=20, progress=False)
+    monkeypatch.setattr(program, "VALUES_MEMORY_SHARE", 0.0)
+    twice = sbmlgpu.dbn(EGF, device=gpu_device.index, **settings)
+    lv_twice = sbmlgpu.dbn(LV, device=gpu_device.index, options={"max_dense_rows": 5},
+                           ensemble=3000, sample=LV_SAMPLES, slices=8, slice_time=0.5,
+                           steps=20, progress=False)
+    assert (once.metadata["integrations"], twice.metadata["integrations"]) == (1, 2)
+    assert lv_once.metadata["sparse_variables"] == ["x1", "x2"]
+    np.testing.assert_array_equal(once.edges, twice.edges)
+    for a, b in ((once, twice), (lv_once, lv_twice)):
+        for v in a.variables:
+            np.testing.assert_array_equal(dense(a, v), dense(b, v), err_msg=v)
+        np.testing.assert_array_equal(a.counted, b.counted)
 
 
 def test_gpu_failed_trajectories_are_never_counted(gpu_device, tmp_path):

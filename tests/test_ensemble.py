@@ -7,7 +7,7 @@ from scipy import stats
 
 from sbmlgpu import ir
 from sbmlgpu.ensemble import (check_ids, combine, parse_distribution, parse_sample, read_table,
-                              sample, sample_petab, uniforms)
+                              sample, sample_petab, sample_table, uniforms)
 from sbmlgpu.errors import OptionError
 from sbmlgpu.ir import sym
 
@@ -175,3 +175,17 @@ def test_combine_reports_petab_parameters_left_out(tmp_path):
     sets, n, notes, _ = combine(network(), petab=tmp_path / "parameters.tsv", n=3, seed=1)
     assert set(sets) == {"k_on", "k_off", "A"} and n == 3
     assert "sd_obs" in notes[0]
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_sample_table_holds_the_draws_of_sample_in_the_ids_order(threads):
+    specs = {"a": "uniform:1:2", "b": "loguniform:1e-3:1e3", "c": "normal:0:1",
+             "d": "uniform:-5:5"}
+    ids = ["c", "a", "d", "b"]
+    drawn = sample(specs, 1000, 7)
+    table = sample_table(specs, ids, 1000, 7, threads=threads)
+    np.testing.assert_array_equal(table, np.stack([drawn[i] for i in ids]))
+    single = sample_table(specs, ids, 1000, 7, np.float32, threads=threads)
+    assert single.dtype == np.float32
+    np.testing.assert_array_equal(single, table.astype(np.float32))
+    assert sample_table(specs, [], 5, 7).shape == (0, 5)

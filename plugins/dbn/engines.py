@@ -30,6 +30,9 @@ from .sinks import range_keys_start
 HOST_FLAGS = ("-DSBMLGPU_HOST_ENTRY", "-w")
 WEIGHT_ADD = 1
 WEIGHT_REMOVE = 0xFFFFFFFF  # -1 modulo 2**32
+REPLAY_ENTRY = "sbmlgpu_dbn_cpt_replay"  # kernels/replay.cuh, in the count kernel's text
+#: the range sink's arguments on the host: extrema keys, values (or null), stride
+RANGE_ARGTYPES = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_longlong]
 
 
 @dataclass
@@ -41,6 +44,28 @@ class Pass:
     keys: np.ndarray | None = None  # range pass: the extrema keys
 
 
+@dataclass
+class Values:
+    """Every value of every member at every slice, kept by the range pass for the
+    replay pass: values[(k * variables + j) * stride + i], stride = the run's members
+    (a device buffer on the GPU, an array on the host)."""
+
+    buffer: object
+    stride: int
+    itemsize: int
+    nbytes: int
+
+    def pointer(self, first: int) -> int:
+        """The address of member `first`'s first value."""
+        base = self.buffer.ptr if hasattr(self.buffer, "ptr") else self.buffer.ctypes.data
+        return int(base) + int(first) * self.itemsize
+
+    def free(self) -> None:
+        if hasattr(self.buffer, "free"):
+            self.buffer.free()
+        self.buffer = None
+
+
 def _settings(config: LaunchConfig):
     return (config.rtol, config.atol, config.h0, config.max_step, config.dt,
             int(config.max_steps), int(config.seed) & (2**64 - 1))
@@ -49,20 +74,24 @@ def _settings(config: LaunchConfig):
 class GpuEngine:
     name = "gpu"
 
-    def __init__(self, kernels: DbnKernels, device, heterogeneous=None):
+    def __init__(self, kernels: DbnKernels, device, heterogeneous=None,
+                 fast_math: bool = False):
         self.kernels = kernels
         self.device = device
         #: heterogeneous.HeterogeneousKernel: counts with it instead of kernels.counts
         self.heterogeneous = heterogeneous
         self.real = np.float64 if kernels.counts.precision == "double" else np.float32
-        self._functions = {}
+        #: nvcc's flags for every kernel of the run (the heterogeneous one included, so
+        #: that both count kernels compute the same trajectories)
+        self.options = ("--use_fast_math",) if fast_math else ()
+        self._modules = {}
         self._counts = None
 
-    def _function(self, source: KernelSource):
-        if source.name not in self._functions:
-            module = self.device.compile(source.text, name=source.name)
-            self._functions[source.name] = module.function(source.kernel)
-        return self._functions[source.name]
+    def _function(self, source: KernelSource, entry: str | None = None):
+        if source.name not in self._modules:
+            self._modules[source.name] = self.device.compile(source.text, name=source.name,
+                                                             options=self.options)
+        return self._modules[source.name].function(entry or source.kernel)
 
     def compile(self) -> None:
         self._function(self.kernels.ranges)
@@ -108,16 +137,60 @@ class GpuEngine:
             for buffer in buffers:
                 buffer.free()
 
-    def range_pass(self, table, times, config, profiler=None) -> Pass:
+    def range_pass(self, table, times, config, profiler=None, values=None) -> Pass:
+        """`values`: (Values, the launch's first member) to keep every value there
+        for replay_pass, or None."""
         n_vars = len(self.kernels.sink.structure.variables)
         keys_buf = self.device.to_device(range_keys_start(n_vars))
+        where, stride = (values[0].pointer(values[1]), values[0].stride) if values \
+            else (0, 0)
         try:
-            status, steps, ms = self._launch(self.kernels.ranges, table, times, [keys_buf],
+            status, steps, ms = self._launch(self.kernels.ranges, table, times,
+                                             [keys_buf, np.uintp(where), np.int64(stride)],
                                              config, profiler)
             keys = self.device.from_device(keys_buf, (2 * n_vars,), np.uint64)
         finally:
             keys_buf.free()
         return Pass(status, steps, ms, keys=keys)
+
+    def start_values(self, members: int, n_times: int) -> "Values":
+        n_vars = len(self.kernels.sink.structure.variables)
+        itemsize = np.dtype(self.real).itemsize
+        nbytes = members * n_times * n_vars * itemsize
+        return Values(self.device.alloc(max(nbytes, 1)), members, itemsize, nbytes)
+
+    def replay_pass(self, values: "Values", first: int, status: np.ndarray, n_times: int,
+                    ranges, block_size: int, profiler=None) -> Pass:
+        """The counts of members first..first+b-1 from the values their range pass
+        kept (members whose status is not OK are skipped), and their bin records."""
+        sink = self.kernels.sink
+        b, n_vars = int(len(status)), len(sink.structure.variables)
+        shape = (b, n_times, n_vars)
+        buffers = [self.device.to_device(np.ascontiguousarray(ranges, dtype=np.float64)),
+                   self.device.to_device(np.ascontiguousarray(status, dtype=np.int8))]
+        if sink.records:
+            buffers.append(self.device.alloc(max(int(np.prod(shape)) * sink.dtype.itemsize, 1)))
+        try:
+            function = self._function(self.kernels.counts, REPLAY_ENTRY)
+            start = profiler.clock() if profiler is not None else None
+            args = [np.int64(b), np.uintp(values.pointer(first)), np.int64(values.stride),
+                    np.int32(n_times), buffers[1], self._counts,
+                    buffers[2] if sink.records else np.uintp(0), buffers[0],
+                    np.uint32(WEIGHT_ADD)]
+            timing = function.launch(((b + block_size - 1) // block_size,), (block_size,),
+                                     args, 0)
+            records = (self.device.from_device(buffers[2], shape, sink.dtype)
+                       if sink.records else None)
+            if profiler is not None:
+                profiler.record_launch(function, timing, self.device, flops=0.0,
+                                       bytes=float(b * n_times * n_vars * values.itemsize),
+                                       precision=self.kernels.counts.precision,
+                                       start_s=start, members=b, method="replay")
+        finally:
+            for buffer in buffers:
+                buffer.free()
+        return Pass(np.asarray(status, np.int8), np.zeros(b, np.int32), timing.ms,
+                    records=records)
 
     def start_counts(self, elements: int) -> None:
         self._counts = self.device.to_device(np.zeros(max(int(elements), 1), np.uint32))
@@ -162,11 +235,17 @@ class HostEngine:
         self.kernels = kernels
         self.real = np.float64 if kernels.counts.precision == "double" else np.float32
         self._libraries = {}
+        self._entries = {}
         self._counts = None
 
-    def _entry(self, source: KernelSource, sink_argtypes):
+    def _library(self, source: KernelSource):
         if source.name not in self._libraries:
-            library = host.load(source.text, source.name, HOST_FLAGS)
+            self._libraries[source.name] = host.load(source.text, source.name, HOST_FLAGS)
+        return self._libraries[source.name]
+
+    def _entry(self, source: KernelSource, sink_argtypes):
+        if source.name not in self._entries:
+            library = self._library(source)
             entry = getattr(library, source.kernel.rsplit("_", 1)[0] + "_host")
             real = ctypes.c_double if self.real == np.float64 else ctypes.c_float
             pointer = ctypes.c_void_p
@@ -179,12 +258,12 @@ class HostEngine:
             if size != np.dtype(self.real).itemsize:
                 raise DeviceError(f"{source.name}: real_t has {size} bytes on the host "
                                   f"build, expected {np.dtype(self.real).itemsize}")
-            self._libraries[source.name] = entry
-        return self._libraries[source.name]
+            self._entries[source.name] = entry
+        return self._entries[source.name]
 
     def compile(self) -> None:
         pointer = ctypes.c_void_p
-        self._entry(self.kernels.ranges, [pointer])
+        self._entry(self.kernels.ranges, RANGE_ARGTYPES)
         self._entry(self.kernels.counts, [pointer, pointer, pointer, ctypes.c_uint])
 
     def _run(self, entry, table, times, sink_args, config) -> tuple[np.ndarray, np.ndarray]:
@@ -198,12 +277,44 @@ class HostEngine:
                   _ptr(status), _ptr(steps), *_settings(config), None, 0)
         return status, steps
 
-    def range_pass(self, table, times, config, profiler=None) -> Pass:
+    def range_pass(self, table, times, config, profiler=None, values=None) -> Pass:
         n_vars = len(self.kernels.sink.structure.variables)
         keys = range_keys_start(n_vars)
-        entry = self._entry(self.kernels.ranges, [ctypes.c_void_p])
-        status, steps = self._run(entry, table, times, [_ptr(keys)], config)
+        entry = self._entry(self.kernels.ranges, RANGE_ARGTYPES)
+        where, stride = (values[0].pointer(values[1]), values[0].stride) if values \
+            else (None, 0)
+        status, steps = self._run(entry, table, times, [_ptr(keys), where, stride], config)
         return Pass(status, steps, 0.0, keys=keys)
+
+    def start_values(self, members: int, n_times: int) -> Values:
+        n_vars = len(self.kernels.sink.structure.variables)
+        array = np.empty(max(members * n_times * n_vars, 1), self.real)
+        return Values(array, members, array.itemsize, array.nbytes)
+
+    def replay_pass(self, values: Values, first: int, status: np.ndarray, n_times: int,
+                    ranges, block_size: int = 0, profiler=None) -> Pass:
+        sink = self.kernels.sink
+        b, n_vars = int(len(status)), len(sink.structure.variables)
+        status = np.ascontiguousarray(status, dtype=np.int8)
+        ranges = np.ascontiguousarray(ranges, dtype=np.float64)
+        records = np.empty((b, n_times, n_vars), sink.dtype) if sink.records else None
+        entry = self._replay_entry()
+        if b:
+            entry(b, values.pointer(first), values.stride, n_times, _ptr(status),
+                  _ptr(self._counts), _ptr(records) if records is not None else None,
+                  _ptr(ranges), WEIGHT_ADD)
+        return Pass(status, np.zeros(b, np.int32), 0.0, records=records)
+
+    def _replay_entry(self):
+        source = self.kernels.counts
+        if REPLAY_ENTRY not in self._entries:
+            entry = getattr(self._library(source), REPLAY_ENTRY + "_host")
+            pointer = ctypes.c_void_p
+            entry.argtypes = [ctypes.c_longlong, pointer, ctypes.c_longlong, ctypes.c_int,
+                              pointer, pointer, pointer, pointer, ctypes.c_uint]
+            entry.restype = ctypes.c_int
+            self._entries[REPLAY_ENTRY] = entry
+        return self._entries[REPLAY_ENTRY]
 
     def start_counts(self, elements: int) -> None:
         self._counts = np.zeros(max(int(elements), 1), np.uint32)

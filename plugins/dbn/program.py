@@ -7,12 +7,17 @@
    the sampled ids become the kernel's table columns.
 3. Ranges: where `--range` does not give one, a first pass of the same integration
    (the range sink) finds each variable's min and max over all slices of all
-   finite trajectories.
+   finite trajectories. Where every value of the run fits (VALUES_MEMORY_SHARE of
+   the free device memory, or of the host's on the CPU path), the range pass keeps
+   them, and step 4 bins and counts those (the replay entry points) instead of
+   integrating a second time: the same values, so the same counts, at the cost of
+   one integration.
 4. Counts: the counting pass bins every variable at every slice and adds each
    transition to the dense CPTs on the device; variables with too many parents
    are counted on the host from bin records. Members that fail (non-finite, or
-   stopped) are run again with weight -1, which removes exactly what they added:
-   failed trajectories are counted and reported, never binned.
+   stopped) are run again with weight -1, which removes exactly what they added
+   (a replay skips them: their status is known): failed trajectories are counted
+   and reported, never binned.
 5. The result: counts, counted marginals, and the DBN's own marginals by factored
    frontier inference (sbmlgpu.results.dbn_inference).
 """
@@ -27,8 +32,8 @@ from typing import Any
 import numpy as np
 
 from sbmlgpu.backend import Program
-from sbmlgpu.ensemble import sample
-from sbmlgpu.errors import OptionError, SimulationError
+from sbmlgpu.ensemble import sample_table
+from sbmlgpu.errors import DeviceError, OptionError, SimulationError
 from sbmlgpu.ir import Network
 from sbmlgpu.ode.engines import LaunchConfig
 from sbmlgpu.ode.model import KernelModel
@@ -42,7 +47,7 @@ from sbmlgpu.views.ode import OdeSystem
 
 from .counting import SparseCounter, counted_marginals, dense_counts
 from . import heterogeneous
-from .engines import WEIGHT_REMOVE, GpuEngine, HostEngine
+from .engines import WEIGHT_REMOVE, GpuEngine, HostEngine, Values
 from .kernels import dbn_kernels
 from .options import DbnOptions
 from .sinks import keys_to_values
@@ -53,6 +58,9 @@ COUNT_LIMIT = 2**32 - 1  # the device counts are unsigned 32-bit
 #: the share of free device memory one batch may take (the count buffer aside)
 BATCH_MEMORY_SHARE = 0.25
 HOST_RECORD_BYTES = 1 << 30  # bin records per batch on the host path
+#: the share of free memory (device, or host on the CPU path) that the kept values of
+#: a one-integration run may take (the count buffer aside); larger runs integrate twice
+VALUES_MEMORY_SHARE = 0.5
 START_TIME = 0.0  # the time of slice 0: SBML models start at 0
 
 
@@ -90,10 +98,11 @@ class DbnProgram(Program):
                                     int(task.slices), o.max_dense_rows)
         _check_ranges(task, structure)
         _check_memory(structure, n, len(varied), self.device)
-        samples = sample(dict(task.sample), n, int(task.seed)) if varied else {}
-        table = (np.stack([np.asarray(samples[sid], dtype=np.float64) for sid in varied])
-                 if varied else np.zeros((0, n)))
-        del samples
+        real = np.float64 if o.precision == "double" else np.float32
+        with phase(profiler, "sample"):
+            # in the kernel's real type: what the engines upload, without a copy
+            table = sample_table(dict(task.sample), varied, n, int(task.seed), real) \
+                if varied else np.zeros((0, n), real)
         model = KernelModel(self.ode, varied, structure.variables)
         with phase(profiler, "generate kernels"):
             kernels = dbn_kernels(model, structure, o.precision, o.block_size)
@@ -102,8 +111,9 @@ class DbnProgram(Program):
         self._sources.update(kernels.sources)
         if het is not None:
             self._sources[het.source.name] = het.source.text
-        engine = GpuEngine(kernels, self.device, het) if self.device is not None \
-            else HostEngine(kernels)
+        engine = GpuEngine(kernels, self.device, het,
+                           fast_math=o.fast_math and o.precision == "float") \
+            if self.device is not None else HostEngine(kernels)
         with phase(profiler, "compile"):
             engine.compile()
         times = START_TIME + float(task.slice_time) * np.arange(task.slices + 1,
@@ -112,21 +122,37 @@ class DbnProgram(Program):
         config = LaunchConfig(rtol=0.0, atol=0.0, h0=dt, max_step=dt, dt=dt,
                               max_steps=2 * int(task.slices) * (int(task.steps) + 1) + 16,
                               seed=int(task.seed), block_size=o.block_size)
-        batch = self._batch_size(n, len(varied), structure, kernels.sink.records)
-        run = _Run(engine, table, times, config,
-                   [slice(a, min(a + batch, n)) for a in range(0, n, batch)] or [slice(0, 0)],
-                   bool(getattr(task, "progress", True)), profiler)
-
         given = {sid: tuple(map(float, r)) for sid, r in dict(task.ranges).items()}
-        found, range_ms, range_seconds = None, 0.0, 0.0
-        if any(v not in given for v in structure.variables):
-            found, range_ms, range_seconds = self._range_pass(run, len(structure.variables), dt)
-        ranges, origin = _ranges(structure, given, found)
-        edges = np.stack([np.linspace(lo, hi, structure.bins + 1) for lo, hi in ranges])
+        find_ranges = any(v not in given for v in structure.variables)
+        # one integration where the values fit (not with the heterogeneous kernel: the
+        # counting pass is its work)
+        values = self._keep_values(engine, n, len(times), structure) \
+            if find_ranges and het is None else None
+        try:
+            # (read after the values took their share of the free memory)
+            batch = self._batch_size(n, len(varied), structure, kernels.sink.records)
+            run = _Run(engine, table, times, config,
+                       [slice(a, min(a + batch, n)) for a in range(0, n, batch)]
+                       or [slice(0, 0)], bool(getattr(task, "progress", True)), profiler)
 
-        t0 = time.perf_counter()
-        status, steps, buffer, counter, count_ms = self._count_pass(run, structure, ranges)
-        count_seconds = time.perf_counter() - t0
+            found, range_ms, range_seconds, integrated = None, 0.0, 0.0, None
+            if find_ranges:
+                found, range_ms, range_seconds, integrated = self._range_pass(
+                    run, len(structure.variables), dt, values)
+            ranges, origin = _ranges(structure, given, found)
+            edges = np.stack([np.linspace(lo, hi, structure.bins + 1) for lo, hi in ranges])
+
+            t0 = time.perf_counter()
+            if values is not None:
+                status, steps, buffer, counter, count_ms = self._replay_pass(
+                    run, structure, ranges, values, *integrated)
+            else:
+                status, steps, buffer, counter, count_ms = self._count_pass(run, structure,
+                                                                            ranges)
+            count_seconds = time.perf_counter() - t0
+        finally:
+            if values is not None:
+                values.free()
         ok = status == int(Status.ok)
         n_ok = int(ok.sum())
         if n_ok == 0:
@@ -152,6 +178,9 @@ class DbnProgram(Program):
             "parameter_nodes": list(parameter_nodes),
             "dense_variables": list(structure.dense), "sparse_variables": list(structure.sparse),
             "range_origin": origin, "ranges": ranges.tolist(), "batch": batch,
+            "integrations": 1 if values is not None or not find_ranges else 2,
+            "fast_math": bool(o.fast_math and o.precision == "float"
+                              and self.device is not None),
             "range_pass_seconds": range_seconds, "count_pass_seconds": count_seconds,
             "range_kernel_ms": range_ms, "count_kernel_ms": count_ms,
             "rk4_steps": int(steps[ok].sum()), "all_rk4_steps": int(steps.sum()),
@@ -162,25 +191,61 @@ class DbnProgram(Program):
         self.last_run = dict(result.metadata)
         return result
 
-    def _range_pass(self, run: "_Run", n_variables: int, dt: float):
-        """(found (variables, 2) min and max, kernel ms, seconds): step 3."""
+    def _range_pass(self, run: "_Run", n_variables: int, dt: float, values: Values | None):
+        """(found (variables, 2) min and max, kernel ms, seconds, (status, steps)):
+        step 3; every value kept in `values` where given."""
         t0 = time.perf_counter()
         n = run.table.shape[1]
         keys = None
         status = np.empty(n, np.int8)
+        steps = np.empty(n, np.int64)
         kernel_ms = 0.0
         with Progress(n, enabled=run.progress, desc="ranges") as bar, \
                 phase(run.profiler, "range pass"):
             for part in run.batches:
                 p = run.engine.range_pass(run.table[:, part], run.times, run.config,
-                                          run.profiler)
+                                          run.profiler,
+                                          (values, part.start) if values is not None else None)
                 keys = p.keys.copy() if keys is None else _merge_keys(keys, p.keys)
-                status[part] = p.status
+                status[part], steps[part] = p.status, p.steps
                 kernel_ms += p.kernel_ms
                 bar.advance(part.stop - part.start)
         if n and not np.any(status == int(Status.ok)):
             raise self._all_failed(n, status, dt)
-        return keys_to_values(keys), kernel_ms, time.perf_counter() - t0
+        return keys_to_values(keys), kernel_ms, time.perf_counter() - t0, (status, steps)
+
+    def _keep_values(self, engine, n: int, n_times: int, structure: DbnStructure):
+        """Values for the whole run where they fit, else None (two integrations)."""
+        real = 8 if self.options.precision == "double" else 4
+        need = n * n_times * len(structure.variables) * real
+        counts = 4 * structure.count_elements
+        have = self.device.free_memory() if self.device is not None else available_memory()
+        if need + counts > VALUES_MEMORY_SHARE * have:
+            return None
+        try:
+            values = engine.start_values(n, n_times)
+        except (MemoryError, DeviceError) as exc:
+            log.info("the values of %d members do not fit (%s): integrating twice", n, exc)
+            return None
+        return values
+
+    def _replay_pass(self, run: "_Run", structure: DbnStructure, ranges: np.ndarray,
+                     values: Values, status: np.ndarray, steps: np.ndarray):
+        """Step 4 from the values the range pass kept: as _count_pass returns."""
+        counter = SparseCounter(structure) if structure.sparse else None
+        kernel_ms = 0.0
+        run.engine.start_counts(structure.count_elements)
+        n = run.table.shape[1]
+        with Progress(n, enabled=run.progress, desc="counts") as bar, \
+                phase(run.profiler, "count pass (replay)"):
+            for part in run.batches:
+                p = run.engine.replay_pass(values, part.start, status[part], len(run.times),
+                                           ranges, run.config.block_size, run.profiler)
+                kernel_ms += p.kernel_ms
+                if counter is not None:
+                    counter.add(p.records, p.status == int(Status.ok))
+                bar.advance(part.stop - part.start)
+        return status, steps, run.engine.finish_counts(), counter, kernel_ms
 
     def _count_pass(self, run: "_Run", structure: DbnStructure, ranges: np.ndarray):
         """(status, steps, the dense count buffer, the sparse counter or None, kernel

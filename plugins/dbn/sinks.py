@@ -37,7 +37,9 @@ class CptSink(BinIndices):
     @property
     def counting(self) -> str:
         """The C block that counts every dense variable's transition (inside
-        ode_sink_store: `prev`, `now`, `table`, `transition` in scope)."""
+        ode_sink_store: `sink`, `prev`, `now`, `table`, `transition` in scope). A
+        variable's tables start at its base times the launch's transitions, so the
+        text does not depend on the number of slices (one compile for any --slices)."""
         s = self.structure
         position = {v: j for j, v in enumerate(s.variables)}
         k = s.bins
@@ -52,8 +54,9 @@ class CptSink(BinIndices):
             lines.append(f"        /* {c_comment(v)}: parents {c_comment(', '.join(pa))} */")
             lines.append(f"        if ({valid}) {{")
             lines.append(f"            const unsigned int row = {row};")
-            lines.append(f"            dbn_count(table + {s.offsets[v]}LL + (transition * "
-                         f"{s.rows(v)}LL + row) * {k} + now[{position[v]}], sink->weight);")
+            lines.append(f"            dbn_count(table + {s.bases[v]}LL * sink->transitions + "
+                         f"(transition * {s.rows(v)}LL + row) * {k} + now[{position[v]}], "
+                         f"sink->weight);")
             lines.append("        }")
         if not lines:
             lines.append("        (void)prev; (void)table; (void)transition;"
@@ -61,13 +64,23 @@ class CptSink(BinIndices):
         return "\n".join(lines)
 
 
+    #: the count kernel's text also has the replay entry points (kernels/replay.cuh)
+    replay = True
+
+
 @dataclass(frozen=True)
 class RangeSink:
+    """The range pass: min and max of every variable; and, where `values` is not
+    null, every value itself (values[(k * NV + j) * stride + i], coalesced), which
+    the replay entry points then count without integrating again."""
+
     template = f"{PACKAGE}:sink_range.cuh"
     entry = "sbmlgpu_dbn_range"
-    params = "unsigned long long* __restrict__ extrema"
-    make = "dbn_range_sink(extrema, dbn_lo, dbn_hi, &dbn_failed, n_times)"
+    params = ("unsigned long long* __restrict__ extrema, real_t* __restrict__ values, "
+              "long long stride")
+    make = "dbn_range_sink(extrema, values, stride, i, dbn_lo, dbn_hi, &dbn_failed, n_times)"
     locals = "real_t dbn_lo[ODE_NOUT_REAL], dbn_hi[ODE_NOUT_REAL]; bool dbn_failed;"
+    replay = False
 
 
 def range_keys_start(n_variables: int) -> np.ndarray:

@@ -69,13 +69,20 @@ class DbnStructure:
         return tuple(v for v in self.variables if not self.is_dense(v))
 
     @cached_property
-    def offsets(self) -> dict[str, int]:
-        """Where each dense variable's CPTs start in the count buffer (elements)."""
+    def bases(self) -> dict[str, int]:
+        """Each dense variable's start in the count buffer per transition: its
+        offset is slices x base, so that the kernels (which multiply by the launch's
+        transitions) do not depend on the number of slices."""
         out, at = {}, 0
         for v in self.dense:
             out[v] = at
-            at += self.slices * self.rows(v) * self.bins
+            at += self.rows(v) * self.bins
         return out
+
+    @cached_property
+    def offsets(self) -> dict[str, int]:
+        """Where each dense variable's CPTs start in the count buffer (elements)."""
+        return {v: self.slices * base for v, base in self.bases.items()}
 
     @cached_property
     def count_elements(self) -> int:

@@ -5,7 +5,9 @@
   every variable v with a dense table adds `weight` to one cell of its CPT of
   transition k-1: the row is its parents' bins at slice k-1 (in parents order, the
   first most significant: numpy.ravel_multi_index), the column its own bin at slice
-  k. Counts are unsigned 32-bit (weight 0xffffffff takes a member back out, modulo
+  k. A variable's tables start at its base (structure.py) times the launch's
+  transitions (n_times - 1), so that the text does not depend on the slices. Counts
+  are unsigned 32-bit (weight 0xffffffff takes a member back out, modulo
   2^32). On the GPU the lanes of a warp that hit the same cell add once for all
   (__match_any_sync), so that trajectories that agree (the common case) cost one
   atomic per warp. A transition with a NaN bin (a failed member) is not counted.
@@ -26,6 +28,7 @@ typedef struct {
     const double* __restrict__ ranges;    /* lo, hi per variable */
     ode_bin_t* prev;                      /* this member's bins at the previous slice */
     unsigned int weight;                  /* 1, or 0xffffffff (-1) to take counts back */
+    long long transitions;                /* n_times - 1: the tables of one variable */
 } ode_sink;
 
 SBMLGPU_HD ode_sink dbn_cpt_sink(unsigned int* counts, ode_bin_t* records, const double* ranges,
@@ -37,6 +40,7 @@ SBMLGPU_HD ode_sink dbn_cpt_sink(unsigned int* counts, ode_bin_t* records, const
     sink.ranges = ranges;
     sink.prev = prev;
     sink.weight = weight;
+    sink.transitions = (long long)n_times - 1;
     return sink;
 }
 

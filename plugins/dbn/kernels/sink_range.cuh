@@ -6,7 +6,11 @@
   min then max as order-preserving unsigned 64-bit keys of the double value, so that
   integer atomicMin/atomicMax order them as the doubles). On the GPU a full warp
   reduces by shuffles first (one atomic per warp and variable). A member that fails
-  (NaN, or stopped) contributes nothing, as it is not binned either.
+  (NaN, or stopped) contributes nothing, as it is not binned either. Where `values`
+  is not null, the sink also keeps every value: values[(k * NV + j) * stride + i]
+  (neighbouring members at neighbouring addresses; `stride`: the members of the whole
+  run, `values` already offset to the launch's first), which the count kernel's
+  replay entry points (replay.cuh) bin and count without integrating again.
   Context: `sink` (plugins/dbn/sinks.py RangeSink).
 #}
 /* ---- output sink: ranges (min and max over all trajectories and slices) -------------- */
@@ -14,17 +18,22 @@
 
 typedef struct {
     unsigned long long* __restrict__ extrema;  /* 2 per variable: min key, max key */
+    real_t* __restrict__ values;               /* this member's values, or null */
+    long long stride;                          /* between its values */
     real_t* lo;                                /* this member's minima */
     real_t* hi;                                /* this member's maxima */
     bool* failed;
     int last;                                  /* the last output time */
 } ode_sink;
 
-SBMLGPU_HD ode_sink dbn_range_sink(unsigned long long* extrema, real_t* lo, real_t* hi,
+SBMLGPU_HD ode_sink dbn_range_sink(unsigned long long* extrema, real_t* values,
+                                   long long stride, long long i, real_t* lo, real_t* hi,
                                    bool* failed, int n_times)
 {
     ode_sink sink;
     sink.extrema = extrema;
+    sink.values = values ? values + i : values;
+    sink.stride = stride;
     sink.lo = lo;
     sink.hi = hi;
     sink.failed = failed;
@@ -81,6 +90,11 @@ SBMLGPU_HD void ode_sink_store(const ode_sink* sink, int k, const real_t* y)
         if (y[j] != y[j] || y[j] == (real_t)INFINITY || y[j] == -(real_t)INFINITY) *sink->failed = true;
         sink->lo[j] = y[j] < sink->lo[j] ? y[j] : sink->lo[j];
         sink->hi[j] = y[j] > sink->hi[j] ? y[j] : sink->hi[j];
+    }
+    if (sink->values) {
+{{ unroll_outputs }}
+        for (int j = 0; j < DBN_NV; ++j)
+            sink->values[((long long)k * DBN_NV + j) * sink->stride] = y[j];
     }
     if (k == sink->last) dbn_flush(sink);
 }
