@@ -224,15 +224,18 @@ def test_heterogeneous_needs_a_gpu():
     assert het.plan(model, structure, kernels.counts, kernels.sink, auto, None, 20) is None
 
 
-def test_sparse_variables_are_not_applicable():
+@needs_nvcc
+def test_sparse_variables_get_their_bin_records_from_the_memory_warps():
     # a dense limit below EGF-NGF's largest table: some variables are counted on the host
     model, structure, kernels = prepared("BIOMD0000000033", max_dense_rows=25)
-    assert structure.sparse
+    assert structure.sparse and kernels.sink.records
     o = DbnOptions(kernel="heterogeneous").validate()
-    with pytest.raises(OptionError, match=r"kernel.*counted on the host"):
-        het.plan(model, structure, kernels.counts, kernels.sink, o, HOPPER, 20)
-    auto = DbnOptions(kernel="auto").validate()
-    assert het.plan(model, structure, kernels.counts, kernels.sink, auto, HOPPER, 20) is None
+    kernel = het.plan(model, structure, kernels.counts, kernels.sink, o, HOPPER, 20)
+    assert "row[v] = S->bins[slot][v * DBN_T + j]" in kernel.source.text
+    nvcc_compile(kernel.source.text, "sm_90", name=kernel.source.name)
+    # all dense: no copy in the text
+    dense_only = planned("BIOMD0000000033")
+    assert "row[v] = S->bins" not in dense_only.source.text
 
 
 def test_events_are_not_applicable():
@@ -310,6 +313,23 @@ def test_gpu_heterogeneous_counts_equal_the_homogeneous(gpu_device, name, sample
         # docstring of heterogeneous.py); a last-bit difference moves a member across a
         # bin edge only rarely
         assert differ <= 1e-3 * total, f"{differ} of {total} counts differ"
+
+
+@pytest.mark.gpu
+def test_gpu_heterogeneous_bin_records_equal_the_homogeneous(gpu_device):
+    """Variables counted on the host from the memory warps' bin records: the same
+    counts as from the homogeneous kernel's records (double: bit for bit)."""
+    from .dbn_recount import dense
+
+    name, sample, slice_time = GPU_CASES[1]
+    hom = _gpu_run(gpu_device, name, sample, slice_time, "double", max_dense_rows=25)
+    het_result = _gpu_run(gpu_device, name, sample, slice_time, "double",
+                          kernel="heterogeneous", max_dense_rows=25)
+    assert het_result.metadata["kernel"] == "heterogeneous"
+    assert het_result.metadata["sparse_variables"] == hom.metadata["sparse_variables"] != []
+    for v in hom.variables:
+        np.testing.assert_array_equal(dense(het_result, v), dense(hom, v), err_msg=v)
+    np.testing.assert_array_equal(het_result.counted, hom.counted)
 
 
 def test_the_gpu_engine_counts_with_the_heterogeneous_kernel():

@@ -185,6 +185,28 @@ def test_units_of_a_kernel_in_large_blocks_get_a_register_cap():
     assert _register_cap(units(128)) == [] and _register_cap(units(256)) == []
     assert _register_cap(units(512)) == ["-maxrregcount=128"]
     assert _register_cap(units(1024)) == ["-maxrregcount=64"]
+    # blocks per SM count too, and threads are held in groups of 4 warps: 224 threads x
+    # 3 blocks is what nvlink refused uncapped ("max regcount of 80 calls ... 254")
+    assert _register_cap(units("224, 3")) == ["-maxrregcount=80"]
+    assert _register_cap(units("128, 2")) == [] and _register_cap(units("256, 2")) == [
+        "-maxrregcount=128"]
+
+
+@needs_nvcc
+def test_units_of_a_kernel_with_blocks_per_sm_link():
+    """The heterogeneous DBN kernel's shape: an entry with __launch_bounds__(224, 3)
+    calling a marked function that wants many registers links when built in units."""
+    body = " + ".join(f"x[{i}] * x[{(i * 7) % 64}]" for i in range(64))
+    text = ("/* sbmlgpu:unit heavy */\n"
+            "__device__ __noinline__ double heavy(const double* x)\n{\n"
+            f"    double a[64];\n    for (int i = 0; i < 64; ++i) a[i] = x[i] * x[63 - i];\n"
+            f"    return {body.replace('x[', 'a[')};\n}}\n"
+            "/* sbmlgpu:end */\n"
+            'extern "C" __global__ void __launch_bounds__(224, 3) k(double* y)\n'
+            "{ y[threadIdx.x] = heavy(y); }\n")
+    report = parallel_build.BuildReport()
+    cubin = parallel_build.compile_source(text, "sm_90", name="bounds.cu", report=report)
+    assert cubin.startswith(b"\x7fELF") and report.fell_back is None
 
 
 def test_a_units_build_that_fell_back_is_cached_as_a_whole_build(tmp_path, monkeypatch):
@@ -206,3 +228,27 @@ def test_a_units_build_that_fell_back_is_cached_as_a_whole_build(tmp_path, monke
     assert units_key != whole_key
     assert not cache.path(units_key).exists()
     assert cache.path(whole_key).read_bytes() == b"\x7fELF whole"
+
+
+def test_a_refused_units_build_is_not_tried_again(tmp_path, monkeypatch):
+    """nvcc refusing the units (it would again) leaves a marker: the next runs load the
+    whole build instead of compiling twice each time; a transient failure does not."""
+    from sbmlgpu.runtime import cache as cache_module
+
+    calls = []
+
+    def refused(source, arch, options=(), name="kernel", report=None):
+        calls.append(source)
+        report.fell_back = "nvlink refused"
+        report.refused = source.startswith("/* refused")
+        return b"\x7fELF whole"
+
+    monkeypatch.setattr(cache_module.CompileCache, "compiler_version", lambda self: "nvcc X")
+    monkeypatch.setattr(parallel_build, "builds_in_units", lambda source: True)
+    monkeypatch.setattr(parallel_build, "compile_source", refused)
+    cache = cache_module.CompileCache(tmp_path)
+    for _ in range(2):
+        assert cache.compile("/* refused */", "sm_90", name="k.cu") == b"\x7fELF whole"
+        cache.compile("/* transient */", "sm_90", name="t.cu")
+    assert calls.count("/* refused */") == 1 and cache.hits == 1
+    assert calls.count("/* transient */") == 2

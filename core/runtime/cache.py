@@ -76,12 +76,19 @@ class CompileCache:
     def path(self, key: str) -> Path:
         return self.directory / "cubin" / f"{key}.cubin"
 
+    @staticmethod
+    def _refused(path: Path) -> Path:
+        """The marker of a source whose units build nvcc refused (its reason)."""
+        return path.with_suffix(".units-refused")
+
     # -- compiling ----------------------------------------------------------------
     def compile(self, source: str, arch: str, options: Sequence[str] = (),
                 name: str = "kernel") -> bytes:
         """The cubin of `source` for `arch`; nvcc runs only on a miss. A failed
         compilation raises CompileError and caches nothing."""
         path = self.path(self.key(source, arch, options))
+        if self._refused(path).exists():  # its units build was refused: the whole one
+            path = self.path(self.key(source, arch, options, whole=True))
         try:
             cubin = path.read_bytes()
             if cubin.startswith(_ELF_MAGIC):
@@ -98,7 +105,11 @@ class CompileCache:
             cubin = parallel_build.compile_source(source, arch=arch, options=tuple(options),
                                                   name=name, report=report)
             if report.fell_back:  # compiled whole: kept as such, never under the units'
-                # key (a transient failure would stick; the next run tries units again)
+                # key (a transient failure would stick; the next run tries units again),
+                # unless nvcc refused the units (it would again: a marker sends the next
+                # runs to the whole build instead of compiling twice every time)
+                if report.refused:
+                    self._write(self._refused(path), report.fell_back.encode("utf-8"))
                 path = self.path(self.key(source, arch, options, whole=True))
         self._write(path, cubin)
         return cubin

@@ -132,6 +132,8 @@ class BuildReport:
     wall_s: float = 0.0
     jobs: int = 1
     fell_back: str | None = None
+    #: nvcc or nvlink refused a unit or the link (it will again): not a transient failure
+    refused: bool = False
 
 
 def compile_units(units: Sequence[Unit], arch: str, options: Sequence[str] = (),
@@ -175,21 +177,30 @@ def compile_units(units: Sequence[Unit], arch: str, options: Sequence[str] = (),
     return cubin
 
 
-_LAUNCH_BOUNDS = re.compile(r"__launch_bounds__\(\s*(\d+)")
-#: registers of one block at most (every architecture sbmlgpu builds for)
+_LAUNCH_BOUNDS = re.compile(r"__launch_bounds__\(\s*(\d+)\s*(?:,\s*(\d+))?")
+#: registers of one SM (every architecture sbmlgpu builds for)
 REGISTERS_PER_BLOCK = 65536
+#: threads are given registers in groups of 4 warps, and each thread a multiple of 8
+THREAD_GRANULE, REGISTER_GRANULE = 128, 8
 
 
 def _register_cap(units) -> list[str]:
-    """-maxrregcount for the units of a kernel launched in blocks above 256 threads: a
-    unit compiled apart does not see the kernel's __launch_bounds__, so its functions
-    could use more registers than such a block can have ("too many resources requested
-    for launch"), which a whole compile would have capped. Nothing at 256 or fewer
-    (255 registers fit), so those builds are unchanged."""
-    bounds = [int(m) for unit in units for m in _LAUNCH_BOUNDS.findall(unit.text)]
-    if not bounds or max(bounds) <= 256:
+    """-maxrregcount for the units of a kernel whose __launch_bounds__ (threads, and
+    blocks per SM) allow fewer than 255 registers a thread: a unit compiled apart does
+    not see them, so its functions could use more registers than the kernel may
+    ("too many resources requested for launch", or nvlink refusing an entry "with max
+    regcount of 80" that calls a function of 254: the heterogeneous DBN kernel at 224
+    threads x 3 blocks). The cap is the registers of an SM over the threads it holds,
+    counted as the hardware allocates them; nothing where 255 fit (one block of 256 or
+    fewer threads), so those builds are unchanged."""
+    caps = []
+    for unit in units:
+        for threads, blocks in _LAUNCH_BOUNDS.findall(unit.text):
+            held = -(-int(threads) // THREAD_GRANULE) * THREAD_GRANULE * int(blocks or 1)
+            caps.append(REGISTERS_PER_BLOCK // held // REGISTER_GRANULE * REGISTER_GRANULE)
+    if not caps or min(caps) >= 255:
         return []
-    return [f"-maxrregcount={REGISTERS_PER_BLOCK // max(bounds)}"]
+    return [f"-maxrregcount={min(caps)}"]
 
 
 def compile_source(source: str, arch: str, options: Sequence[str] = (),
@@ -207,6 +218,7 @@ def compile_source(source: str, arch: str, options: Sequence[str] = (),
             log.warning("%s: the parallel build failed (%s); compiling it whole", name, reason)
             if report is not None:
                 report.fell_back = reason
+                report.refused = isinstance(exc, compile_check.CompileError)
     return compile_check.nvcc_compile(source, arch=arch, options=tuple(options), name=name)
 
 

@@ -12,9 +12,10 @@ wait for it (`bar.sync`), count each transition into the CPTs (global atomics) a
 free the slot again, while the compute warps integrate the next slice. The kernel
 text is kernels/heterogeneous.cu.
 
-Applicable where the homogeneous count kernel has nothing else to do: every CPT is
-dense (no bin records), the model watches no atoms and has no events (the fixed-step
-tight loop of the driver), and 32 trajectories fit the shared memory of a block.
+Applicable where the model watches no atoms and has no events (the fixed-step tight
+loop of the driver) and 32 trajectories fit the shared memory of a block. Variables
+counted on the host (too many parents for a dense CPT) get their bin records from the
+memory warps, which copy each slice's bins out as the homogeneous CPT sink writes them.
 `--kernel auto` falls back to the homogeneous kernel otherwise; `--kernel
 heterogeneous` is then an OptionError saying why.
 
@@ -288,9 +289,6 @@ def not_applicable(model: KernelModel, structure: DbnStructure, precision: str,
                 "homogeneous kernel for the host")
     if not model.n_states:
         return f"model {model.ode.network.id!r} has no state variables"
-    if structure.sparse:
-        return (f"variables {', '.join(structure.sparse[:5])} have too many parents for a "
-                f"dense CPT and are counted on the host from bin records")
     if model.atoms or model.events:
         return (f"model {model.ode.network.id!r} has events or watched switches "
                 f"({len(model.events)} events, {len(model.atoms)} atoms); the heterogeneous "

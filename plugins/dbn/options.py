@@ -38,7 +38,7 @@ class DbnOptions(BackendOptions):
                          "the counting kernel on the GPU: homogeneous (one thread per "
                          "trajectory), heterogeneous (the equations split over warps that "
                          "share each trajectory in shared memory, Hagiescu et al. 2013; "
-                         "dense CPTs, no events), auto (heterogeneous where it applies and "
+                         "no events), auto (heterogeneous where it applies and "
                          "the model has at least 8 equations)",
                          choices=("homogeneous", "heterogeneous", "auto"))
     warps: int = option(0, "compute warps of the heterogeneous kernel (0: its cost model "

@@ -27,7 +27,9 @@
   there, count transition k - 1 from slots (k - 1) % 3 and k % 3 with the CPT sink's
   generated counting (sink.counting, the code ode_sink_store runs) and arrive at
   DBN_BAR_EMPTY of the older slot, on which the compute warps wait before they write
-  that slot again (slice k + 2). Each barrier has at most one phase outstanding.
+  that slot again (slice k + 2). Each barrier has at most one phase outstanding. Where
+  some variable is counted on the host (sink.records), the memory warps also copy each
+  slice's bins to the bin records, member-major as the CPT sink writes them.
 
   The kernel is CUDA only (the host build of the DBN is the homogeneous kernel); the
   equation groups before it also compile as host C++ (tests compare them with
@@ -41,9 +43,6 @@
 {% endif %}
 {% if watch %}
 {{ fail("heterogeneous.cu: the heterogeneous kernel integrates without events or watched atoms") }}
-{% endif %}
-{% if sink.records %}
-{{ fail("heterogeneous.cu: every CPT must be dense (no bin records)") }}
 {% endif %}
 {% include "common.cuh" %}
 {% include "sbmlgpu.ode:prelude.cuh" %}
@@ -227,9 +226,11 @@ __device__ __forceinline__ void dbn_count_transition(const ode_sink* sink, const
 }
 
 /* memory warp w: transition k - 1 once slice k is binned, for trajectories of tiles
-   w, w + M, ... */
-__device__ void dbn_memory_warp(int w, int lane, dbn_shared* S, int count, int n_times,
-                                unsigned int* __restrict__ counts,
+   w, w + M, ...; and slice k's bin records where `records` is not null (the CPT sink's
+   layout: records[(member * n_times + k) * NV + v]) */
+__device__ void dbn_memory_warp(int w, int lane, dbn_shared* S, long long first, int count,
+                                int n_times, unsigned int* __restrict__ counts,
+                                ode_bin_t* __restrict__ records,
                                 const double* __restrict__ ranges, unsigned int weight)
 {
     const ode_sink sink = dbn_cpt_sink(counts, (ode_bin_t*)0, ranges, weight, 0, n_times,
@@ -237,6 +238,15 @@ __device__ void dbn_memory_warp(int w, int lane, dbn_shared* S, int count, int n
     for (int k = 0; k < n_times; ++k) {
         const int slot = k % DBN_SLOTS;
         dbn_bar_sync(DBN_BAR_FULL(slot), DBN_THREADS);
+{% if sink.records %}
+        if (records) {
+            for (int j = w * 32 + lane; j < count; j += DBN_M * 32) {
+                ode_bin_t* row = records + ((first + j) * n_times + k) * DBN_NV;
+{{ unroll_outputs }}
+                for (int v = 0; v < DBN_NV; ++v) row[v] = S->bins[slot][v * DBN_T + j];
+            }
+        }
+{% endif %}
         if (k == 0) continue;
         const int before = (k - 1) % DBN_SLOTS;
         for (int j = w * 32 + lane; j < count; j += DBN_M * 32) {
@@ -342,12 +352,11 @@ __device__ void dbn_compute_warp(int group, int lane, dbn_shared* S, long long f
 /* The entry point: the homogeneous count kernel's arguments (entry.cuh), one block per
    DBN_T members, DBN_THREADS threads, DBN_SHARED_BYTES of dynamic shared memory. The
    second launch bound is the blocks per SM the cost model assumes. The
-   tolerances, seed and member numbers are unused (fixed steps, no events); records
-   must be null (every CPT is dense). */
-extern "C" __global__ void __launch_bounds__(DBN_THREADS, {{ het.min_blocks }})
+   tolerances, seed and member numbers are unused (fixed steps, no events). */
+extern "C" __global__ void __launch_bounds__({{ (het.compute_warps + het.memory_warps) * 32 }}, {{ het.min_blocks }})
 {{ het.entry }}({{ kernel_arguments(sink) }})
 {
-    (void)records; (void)rtol; (void)atol; (void)h0; (void)max_step; (void)seed;
+    (void)rtol; (void)atol; (void)h0; (void)max_step; (void)seed;
     (void)members; (void)first_member;
     extern __shared__ __align__(16) unsigned char dbn_memory[];
     dbn_shared* S = (dbn_shared*)dbn_memory;
@@ -355,7 +364,8 @@ extern "C" __global__ void __launch_bounds__(DBN_THREADS, {{ het.min_blocks }})
     const int count = (int)(n - first < (long long)DBN_T ? n - first : (long long)DBN_T);
     const int warp = (int)(threadIdx.x >> 5), lane = (int)(threadIdx.x & 31);
     if (warp >= DBN_C)
-        dbn_memory_warp(warp - DBN_C, lane, S, count, n_times, counts, ranges, weight);
+        dbn_memory_warp(warp - DBN_C, lane, S, first, count, n_times, counts, records, ranges,
+                        weight);
     else
         dbn_compute_warp(warp, lane, S, first, count, n, table, times, n_times, ranges,
                          status, steps, dt, max_steps);
