@@ -58,6 +58,11 @@ class HostBuffer(Buffer):
         self.nbytes = int(nbytes)
         self.data = np.zeros(max(self.nbytes, 1), np.uint8)
 
+    @property
+    def ptr(self) -> int:
+        """The host address of `data` (what a kernel argument would carry)."""
+        return int(self.data.ctypes.data)
+
     def view(self, dtype, count: int | None = None) -> np.ndarray:
         """The first `count` items as `dtype` (all of the buffer: None), sharing its memory."""
         size = self.nbytes if count is None else count * np.dtype(dtype).itemsize

@@ -69,6 +69,10 @@ def test_the_heterogeneous_kernel_compiles_for_sm_90(name, sampled, precision):
     model = prepared(name, sampled, precision)[0]
     assert all(f"/* {sid} */" in text for sid in model.ode.state_ids)
     nvcc_compile(text, "sm_90", name=kernel.source.name)  # CompileError if nvcc refuses
+    # its values variant (the range pass of a run whose values are kept)
+    values = kernel.values_source
+    assert values.kernel == het.VALUES_ENTRY and f"{het.VALUES_ENTRY}(" in values.text
+    nvcc_compile(values.text, "sm_90", name=values.name)
 
 
 @needs_nvcc
@@ -276,10 +280,23 @@ GPU_CASES = [("lotka_volterra", {"x1": "uniform:5:15", "p1": "uniform:0.5:1.5"},
               0.4)]
 
 
-def _gpu_run(device, name, sample, slice_time, precision, **options):
+def _gpu_run(device, name, sample, slice_time, precision, ranges=None, **options):
     return sbmlgpu.dbn(load(name), ensemble=2000, sample=sample, slices=10,
                        slice_time=slice_time, steps=20, seed=7, device=[device.index],
-                       progress=False, options={"precision": precision, **options})
+                       progress=False, ranges=ranges or {},
+                       options={"precision": precision, **options})
+
+
+def _count_difference(a, b) -> tuple[int, int]:
+    """(counts that differ, counts in all) between two results' dense tables."""
+    total = differ = 0
+    for v in a.variables:
+        x, y = np.asarray(a.counts[v]), np.asarray(b.counts[v])
+        assert x.shape == y.shape
+        assert np.array_equal(x.sum(axis=(1, 2)), y.sum(axis=(1, 2)))  # members per slice
+        total += int(x.sum())
+        differ += int(np.abs(x.astype(np.int64) - y).sum())
+    return differ, total
 
 
 @pytest.mark.gpu
@@ -288,31 +305,36 @@ def _gpu_run(device, name, sample, slice_time, precision, **options):
 @pytest.mark.parametrize("name,sample,slice_time", GPU_CASES)
 def test_gpu_heterogeneous_counts_equal_the_homogeneous(gpu_device, name, sample, slice_time,
                                                         warps, precision):
+    """Both heterogeneous kernels against the homogeneous one: the counting kernel
+    (memory warps) with the ranges given, and the values variant (a run without ranges:
+    it integrates once, the extrema and counts come from its values)."""
     hom = _gpu_run(gpu_device, name, sample, slice_time, precision)
-    het_result = _gpu_run(gpu_device, name, sample, slice_time, precision,
-                          kernel="heterogeneous", warps=warps)
-    meta = het_result.metadata
-    assert hom.metadata["kernel"] == "homogeneous" and meta["kernel"] == "heterogeneous"
-    if warps:
-        assert meta["compute_warps"] == warps
-    assert meta["counted_trajectories"] == hom.metadata["counted_trajectories"]
-    assert meta["rk4_steps"] == hom.metadata["rk4_steps"]
-    assert np.array_equal(het_result.edges, hom.edges)  # the same range pass
-    total = 0
-    differ = 0
-    for v in hom.variables:
-        a, b = np.asarray(hom.counts[v]), np.asarray(het_result.counts[v])
-        assert a.shape == b.shape
-        assert np.array_equal(a.sum(axis=(1, 2)), b.sum(axis=(1, 2)))  # members per slice
-        total += int(a.sum())
-        differ += int(np.abs(a.astype(np.int64) - b).sum())
+    ranges = {v: (float(e[0]), float(e[-1])) for v, e in zip(hom.variables, hom.edges)}
+    counting = _gpu_run(gpu_device, name, sample, slice_time, precision, ranges,
+                        kernel="heterogeneous", warps=warps)
+    once = _gpu_run(gpu_device, name, sample, slice_time, precision, kernel="heterogeneous",
+                    warps=warps)
+    for result in (counting, once):
+        meta = result.metadata
+        assert hom.metadata["kernel"] == "homogeneous" and meta["kernel"] == "heterogeneous"
+        if warps:
+            assert meta["compute_warps"] == warps
+        assert meta["counted_trajectories"] == hom.metadata["counted_trajectories"]
+        assert meta["rk4_steps"] == hom.metadata["rk4_steps"]
+        assert meta["integrations"] == 1
     if precision == "double":
-        assert differ == 0, f"{differ} of {total} counts differ"
+        assert np.array_equal(once.edges, hom.edges)  # the same values, the same extrema
+        for result in (counting, once):
+            differ, total = _count_difference(hom, result)
+            assert differ == 0, f"{differ} of {total} counts differ"
     else:
         # float: nvcc may fuse a product shared by two groups differently (module
         # docstring of heterogeneous.py); a last-bit difference moves a member across a
-        # bin edge only rarely
+        # bin edge only rarely, and the extrema by a last bit at most
+        differ, total = _count_difference(hom, counting)
         assert differ <= 1e-3 * total, f"{differ} of {total} counts differ"
+        np.testing.assert_allclose(once.edges, hom.edges, rtol=1e-5)
+        assert np.abs(once.counted - hom.counted).max() <= 1e-3
 
 
 @pytest.mark.gpu
@@ -323,13 +345,18 @@ def test_gpu_heterogeneous_bin_records_equal_the_homogeneous(gpu_device):
 
     name, sample, slice_time = GPU_CASES[1]
     hom = _gpu_run(gpu_device, name, sample, slice_time, "double", max_dense_rows=25)
-    het_result = _gpu_run(gpu_device, name, sample, slice_time, "double",
-                          kernel="heterogeneous", max_dense_rows=25)
-    assert het_result.metadata["kernel"] == "heterogeneous"
-    assert het_result.metadata["sparse_variables"] == hom.metadata["sparse_variables"] != []
-    for v in hom.variables:
-        np.testing.assert_array_equal(dense(het_result, v), dense(hom, v), err_msg=v)
-    np.testing.assert_array_equal(het_result.counted, hom.counted)
+    ranges = {v: (float(e[0]), float(e[-1])) for v, e in zip(hom.variables, hom.edges)}
+    # with the ranges given the counting kernel runs (its memory warps copy the
+    # records); without, the values variant (the records come from the replay)
+    for given in (ranges, None):
+        het_result = _gpu_run(gpu_device, name, sample, slice_time, "double", given,
+                              kernel="heterogeneous", max_dense_rows=25)
+        assert het_result.metadata["kernel"] == "heterogeneous"
+        assert het_result.metadata["sparse_variables"] == hom.metadata["sparse_variables"]
+        assert hom.metadata["sparse_variables"]
+        for v in hom.variables:
+            np.testing.assert_array_equal(dense(het_result, v), dense(hom, v), err_msg=v)
+        np.testing.assert_array_equal(het_result.counted, hom.counted)
 
 
 def test_the_gpu_engine_counts_with_the_heterogeneous_kernel():
@@ -340,7 +367,8 @@ def test_the_gpu_engine_counts_with_the_heterogeneous_kernel():
 
     from .fakes import FakeDevice, FakeKernel, FakeModule
 
-    names = (het.ENTRY, "sbmlgpu_dbn_cpt_rk4", "sbmlgpu_dbn_range_rk4")
+    names = (het.ENTRY, het.VALUES_ENTRY, "sbmlgpu_dbn_cpt_rk4", "sbmlgpu_dbn_range_rk4",
+             "sbmlgpu_dbn_range_replay", "sbmlgpu_dbn_cpt_replay")
     device = FakeDevice(compile=lambda dev, _: FakeModule(
         names, lambda name: FakeKernel(name, log=dev.launches)))
     model, structure, kernels = prepared("BIOMD0000000033", ("EGF",))
@@ -364,3 +392,15 @@ def test_the_gpu_engine_counts_with_the_heterogeneous_kernel():
     assert grid_b[0] == kernel.launch_shape(3)[0] == 1
     assert (block_r[0], shared_r) == (128, 0)
     assert len(engine.finish_counts()) == structure.count_elements
+    # values kept: the values variant integrates, the range kernel's replay finds the
+    # extrema, the count kernel's replay counts
+    values = engine.start_values(1000, len(times))
+    engine.range_pass(table, times, config, values=(values, 0))
+    engine.start_counts(structure.count_elements)
+    engine.replay_pass(values, 0, np.zeros(1000, np.int8), len(times), ranges, 128)
+    (integrate, grid_v, block_v, shared_v), (extrema, _, _, _), (count, _, _, _) = \
+        device.launches[-3:]
+    assert (integrate, extrema, count) == (het.VALUES_ENTRY, "sbmlgpu_dbn_range_replay",
+                                          "sbmlgpu_dbn_cpt_replay")
+    assert (grid_v[0], block_v[0], shared_v) == kernel.launch_shape(1000)
+    assert kernel.values_source.text in device.compiled

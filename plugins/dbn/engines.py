@@ -31,6 +31,7 @@ HOST_FLAGS = ("-DSBMLGPU_HOST_ENTRY", "-w")
 WEIGHT_ADD = 1
 WEIGHT_REMOVE = 0xFFFFFFFF  # -1 modulo 2**32
 REPLAY_ENTRY = "sbmlgpu_dbn_cpt_replay"  # kernels/replay.cuh, in the count kernel's text
+RANGE_REPLAY_ENTRY = "sbmlgpu_dbn_range_replay"  # the same, in the range kernel's text
 #: the range sink's arguments on the host: extrema keys, values (or null), stride
 RANGE_ARGTYPES = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_longlong]
 
@@ -57,7 +58,8 @@ class Values:
 
     def pointer(self, first: int) -> int:
         """The address of member `first`'s first value."""
-        base = self.buffer.ptr if hasattr(self.buffer, "ptr") else self.buffer.ctypes.data
+        base = self.buffer.ctypes.data if isinstance(self.buffer, np.ndarray) \
+            else self.buffer.ptr
         return int(base) + int(first) * self.itemsize
 
     def free(self) -> None:
@@ -98,6 +100,7 @@ class GpuEngine:
         self._function(self.kernels.counts)
         if self.heterogeneous is not None:
             self._function(self.heterogeneous.source)
+            self._function(self.heterogeneous.values_source)
 
     def _launch(self, source, table, times, sink_args, config, profiler, shape=None):
         """`shape`: (blocks, threads, shared bytes) of a launch; None: one thread per
@@ -139,7 +142,10 @@ class GpuEngine:
 
     def range_pass(self, table, times, config, profiler=None, values=None) -> Pass:
         """`values`: (Values, the launch's first member) to keep every value there
-        for replay_pass, or None."""
+        for replay_pass, or None. With a heterogeneous kernel and values kept, its
+        values variant integrates and the range kernel's replay finds the extrema."""
+        if self.heterogeneous is not None and values is not None:
+            return self._heterogeneous_range_pass(table, times, config, profiler, *values)
         n_vars = len(self.kernels.sink.structure.variables)
         keys_buf = self.device.to_device(range_keys_start(n_vars))
         where, stride = (values[0].pointer(values[1]), values[0].stride) if values \
@@ -152,6 +158,48 @@ class GpuEngine:
         finally:
             keys_buf.free()
         return Pass(status, steps, ms, keys=keys)
+
+    def _heterogeneous_range_pass(self, table, times, config, profiler, values: "Values",
+                                  first: int) -> Pass:
+        het, device, real = self.heterogeneous, self.device, self.real
+        source = het.values_source
+        b, n_vars = int(table.shape[1]), len(self.kernels.sink.structure.variables)
+        buffers = []
+        try:
+            table_buf = device.to_device(np.ascontiguousarray(table, dtype=real)) \
+                if table.size else device.alloc(8)
+            times_buf = device.to_device(np.asarray(times, dtype=real))
+            status_buf, steps_buf = device.alloc(max(b, 1)), device.alloc(4 * max(b, 1))
+            keys_buf = device.to_device(range_keys_start(n_vars))
+            buffers += [table_buf, times_buf, status_buf, steps_buf, keys_buf]
+            function = self._function(source)
+            start = profiler.clock() if profiler is not None else None
+            timing = function.launch(
+                (het.launch_shape(b)[0],), (het.launch_shape(b)[1],),
+                [np.int64(b), table_buf, times_buf, np.int32(len(times)),
+                 np.uintp(values.pointer(first)), np.int64(values.stride), status_buf,
+                 steps_buf, real(config.dt), np.int64(config.max_steps)],
+                het.launch_shape(b)[2])
+            status = device.from_device(status_buf, (b,), np.int8)
+            steps = device.from_device(steps_buf, (b,), np.int32)
+            if profiler is not None:
+                profiler.record_launch(function, timing, device,
+                                       flops=float(steps.astype(np.int64).sum())
+                                       * source.flops_per_step,
+                                       bytes=float(table.size * np.dtype(real).itemsize),
+                                       precision=source.precision, start_s=start, members=b,
+                                       method="rk4")
+            extrema = self._function(self.kernels.ranges, RANGE_REPLAY_ENTRY)
+            block = config.block_size
+            replay = extrema.launch(((b + block - 1) // block,), (block,),
+                                    [np.int64(b), np.uintp(values.pointer(first)),
+                                     np.int64(values.stride), np.int32(len(times)), status_buf,
+                                     keys_buf, np.uintp(0), np.int64(0)], 0)
+            keys = device.from_device(keys_buf, (2 * n_vars,), np.uint64)
+        finally:
+            for buffer in buffers:
+                buffer.free()
+        return Pass(status, steps, timing.ms + replay.ms, keys=keys)
 
     def start_values(self, members: int, n_times: int) -> "Values":
         n_vars = len(self.kernels.sink.structure.variables)

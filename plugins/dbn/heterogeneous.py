@@ -72,6 +72,8 @@ from .structure import DbnStructure
 
 TEMPLATE = (PACKAGE, "heterogeneous.cu")
 ENTRY = "sbmlgpu_dbn_cpt_heterogeneous"
+#: the values variant: the range pass of a run whose values are kept (no counting)
+VALUES_ENTRY = "sbmlgpu_dbn_values_heterogeneous"
 MAX_COMPUTE_WARPS = 8
 #: `--kernel auto` takes the heterogeneous kernel from this many equations on (smaller
 #: models keep their whole state in one thread's registers); to be set by the sweep
@@ -302,10 +304,13 @@ def not_applicable(model: KernelModel, structure: DbnStructure, precision: str,
 
 @dataclass(frozen=True)
 class HeterogeneousKernel:
-    source: KernelSource
+    source: KernelSource  # the counting kernel
     groups: tuple[EquationGroup, ...]
     layout: BlockLayout
     chosen_by: str  # "cost model" or "--warps"
+    #: the same integration writing the outputs at every slice (heterogeneous.cu's
+    #: values variant): the range pass where the run's values are kept
+    values_source: KernelSource | None = None
 
     def launch_shape(self, members: int) -> tuple[int, int, int]:
         """(blocks, threads per block, dynamic shared bytes) of a launch over `members`."""
@@ -351,12 +356,16 @@ def plan(model: KernelModel, structure: DbnStructure, counts: KernelSource, sink
     if chosen is None:  # not_applicable checked that one tile fits
         raise OptionError("warps", f"{c} compute warps: no block fits the shared memory")
     source = generate(model, sink, counts, rhs, chosen.groups, chosen.layout, limits)
-    return HeterogeneousKernel(source, chosen.groups, chosen.layout, chosen_by)
+    values = generate(model, sink, counts, rhs, chosen.groups, chosen.layout, limits,
+                      values=True)
+    return HeterogeneousKernel(source, chosen.groups, chosen.layout, chosen_by, values)
 
 
 def generate(model: KernelModel, sink: CptSink, counts: KernelSource, rhs: RhsBlock,
-             groups, layout: BlockLayout, limits: SmLimits = SmLimits()) -> KernelSource:
-    """kernels/heterogeneous.cu rendered for these groups and this block."""
+             groups, layout: BlockLayout, limits: SmLimits = SmLimits(),
+             values: bool = False) -> KernelSource:
+    """kernels/heterogeneous.cu rendered for these groups and this block (`values`:
+    its values variant, for the range pass)."""
     precision = counts.precision
     context = kernel_context(model, "rk4", precision, sink=sink,
                              block_size=layout.threads).values
@@ -365,15 +374,17 @@ def generate(model: KernelModel, sink: CptSink, counts: KernelSource, rhs: RhsBl
     het = {
         "trajectories": layout.trajectories, "compute_warps": layout.compute_warps,
         "memory_warps": layout.memory_warps, "shared_bytes": layout.shared_bytes,
-        "entry": ENTRY, "slots": SLOTS, "min_blocks": min_blocks(layout, limits),
+        "entry": VALUES_ENTRY if values else ENTRY, "values": values,
+        "slots": SLOTS, "min_blocks": min_blocks(layout, limits),
         "groups": [_group_context(g, rhs, printer, notes) for g in groups],
     }
     text = render(*TEMPLATE, **context, het=het)
     digest = hashlib.sha256(text.encode()).hexdigest()[:12]
     safe = re.sub(r"[^A-Za-z0-9_]", "_", model.ode.network.id or "model")[:40]
+    kind = "values" if values else "het"
     return dataclasses.replace(
-        counts, name=f"dbn_het_{safe}_c{layout.compute_warps}_{precision}_{digest}.cu",
-        text=text, kernel=ENTRY)
+        counts, name=f"dbn_{kind}_{safe}_c{layout.compute_warps}_{precision}_{digest}.cu",
+        text=text, kernel=VALUES_ENTRY if values else ENTRY)
 
 
 def _shared_printer(model: KernelModel, precision: str) -> CudaPrinter:

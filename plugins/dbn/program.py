@@ -111,6 +111,8 @@ class DbnProgram(Program):
         self._sources.update(kernels.sources)
         if het is not None:
             self._sources[het.source.name] = het.source.text
+            if het.values_source is not None:
+                self._sources[het.values_source.name] = het.values_source.text
         engine = GpuEngine(kernels, self.device, het,
                            fast_math=o.fast_math and o.precision == "float") \
             if self.device is not None else HostEngine(kernels)
@@ -124,10 +126,9 @@ class DbnProgram(Program):
                               seed=int(task.seed), block_size=o.block_size)
         given = {sid: tuple(map(float, r)) for sid, r in dict(task.ranges).items()}
         find_ranges = any(v not in given for v in structure.variables)
-        # one integration where the values fit (not with the heterogeneous kernel: the
-        # counting pass is its work)
-        values = self._keep_values(engine, n, len(times), structure) \
-            if find_ranges and het is None else None
+        # one integration where the values fit (with the heterogeneous kernel: its
+        # values variant, then the extrema and the counts from the values)
+        values = self._keep_values(engine, n, len(times), structure) if find_ranges else None
         try:
             # (read after the values took their share of the free memory)
             batch = self._batch_size(n, len(varied), structure, kernels.sink.records)

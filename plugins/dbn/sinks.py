@@ -64,15 +64,15 @@ class CptSink(BinIndices):
         return "\n".join(lines)
 
 
-    #: the count kernel's text also has the replay entry points (kernels/replay.cuh)
-    replay = True
 
 
 @dataclass(frozen=True)
 class RangeSink:
     """The range pass: min and max of every variable; and, where `values` is not
     null, every value itself (values[(k * NV + j) * stride + i], coalesced), which
-    the replay entry points then count without integrating again."""
+    the count kernel's replay entry points then count without integrating again. Its
+    own replay entry points (kernels/replay.cuh, in every dbn kernel) find the
+    extrema of values the heterogeneous kernel kept."""
 
     template = f"{PACKAGE}:sink_range.cuh"
     entry = "sbmlgpu_dbn_range"
@@ -80,7 +80,6 @@ class RangeSink:
               "long long stride")
     make = "dbn_range_sink(extrema, values, stride, i, dbn_lo, dbn_hi, &dbn_failed, n_times)"
     locals = "real_t dbn_lo[ODE_NOUT_REAL], dbn_hi[ODE_NOUT_REAL]; bool dbn_failed;"
-    replay = False
 
 
 def range_keys_start(n_variables: int) -> np.ndarray:

@@ -12,7 +12,5 @@
 {{ fail("dbn.cu: the DBN approximation integrates with fixed-step rk4, not " ~ method) }}
 {% endif %}
 {% include "sbmlgpu.ode:kernel.cuh" %}
-{% if sink.replay %}
 
 {% include "sbmlgpu.plugins.dbn:replay.cuh" %}
-{% endif %}

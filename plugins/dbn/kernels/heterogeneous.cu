@@ -31,6 +31,13 @@
   some variable is counted on the host (sink.records), the memory warps also copy each
   slice's bins to the bin records, member-major as the CPT sink writes them.
 
+  The values variant (het.values: the range pass of a run whose values are kept) is
+  the same integration without memory warps' work and without bins: at every slice
+  the compute warps write each trajectory's outputs to `values`
+  ((k * NV + v) * stride + i, as the range sink keeps them) and its status; the
+  extrema and the counts are then made from those values by the range and count
+  kernels' replay entry points. Its memory warps return at once.
+
   The kernel is CUDA only (the host build of the DBN is the homogeneous kernel); the
   equation groups before it also compile as host C++ (tests compare them with
   model_rhs there). Context:
@@ -183,9 +190,11 @@ __device__ __forceinline__ bool dbn_all_finite(const real_t* x)
    loop checks the state after a slice's steps (n_steps > 0) and stops a member that
    is not finite; a member that failed or stopped has invalid bins (never counted) */
 __device__ __forceinline__ void dbn_slice(dbn_shared* S, int j, int slot, real_t t, int n_steps,
-                                          bool stopped, const double* __restrict__ ranges)
+                                          bool stopped, const double* __restrict__ ranges,
+                                          real_t* __restrict__ values, long long stride, int k)
 {
     ode_bin_t* out = S->bins[slot];
+    (void)out; (void)ranges; (void)values; (void)stride; (void)k;
     bool valid = S->status[j] == SBMLGPU_STATUS_OK;
     if (valid && stopped) {
         S->status[j] = SBMLGPU_STATUS_MAX_STEPS;
@@ -205,6 +214,14 @@ __device__ __forceinline__ void dbn_slice(dbn_shared* S, int j, int slot, real_t
             }
         }
     }
+{% if het.values %}
+    if (valid) {  /* the outputs themselves (a failed member's are never read) */
+        real_t y[ODE_NOUT];
+        model_outputs(t, x, p, y);
+{{ unroll_outputs }}
+        for (int v = 0; v < DBN_NV; ++v) values[((long long)k * DBN_NV + v) * stride + j] = y[v];
+    }
+{% else %}
     if (valid) {
         real_t y[ODE_NOUT];
         model_outputs(t, x, p, y);
@@ -215,6 +232,7 @@ __device__ __forceinline__ void dbn_slice(dbn_shared* S, int j, int slot, real_t
 {{ unroll_outputs }}
         for (int v = 0; v < DBN_NV; ++v) out[v * DBN_T + j] = (ode_bin_t)ODE_BIN_INVALID;
     }
+{% endif %}
 }
 
 /* the counts of one transition of one trajectory: the CPT sink's generated counting */
@@ -269,8 +287,11 @@ __device__ void dbn_compute_warp(int group, int lane, dbn_shared* S, long long f
                                  const real_t* __restrict__ times, int n_times,
                                  const double* __restrict__ ranges,
                                  signed char* __restrict__ status, int* __restrict__ steps,
-                                 real_t dt, long long max_steps)
+                                 real_t dt, long long max_steps, real_t* __restrict__ values,
+                                 long long stride)
 {
+    /* the block's first member's values (the values variant) */
+    values = values ? values + first : values;
     real_t t = times[0];
     /* this warp's trajectories: parameters, x0, f(t0, x0) (as the driver's ode_start),
        slice 0 */
@@ -293,9 +314,11 @@ __device__ void dbn_compute_warp(int group, int lane, dbn_shared* S, long long f
         }
         S->status[j] = dbn_all_finite(x) ? SBMLGPU_STATUS_OK : SBMLGPU_STATUS_NON_FINITE;
         S->steps[j] = 0;
-        dbn_slice(S, j, 0, t, 0, false, ranges);
+        dbn_slice(S, j, 0, t, 0, false, ranges, values, stride, 0);
     }
+{% if not het.values %}
     dbn_bar_arrive(DBN_BAR_FULL(0), DBN_THREADS);
+{% endif %}
     dbn_bar_sync(DBN_BAR_COMPUTE, DBN_C * 32);  /* every x, f and p in place */
 
     long long done = 0;   /* steps of the members still running (the same for all) */
@@ -338,10 +361,15 @@ __device__ void dbn_compute_warp(int group, int lane, dbn_shared* S, long long f
             }
         }
         const int slot = k % DBN_SLOTS;
+{% if het.values %}
+        for (int j = group * 32 + lane; j < count; j += DBN_C * 32)
+            dbn_slice(S, j, slot, t, n_steps, stopped, ranges, values, stride, k);
+{% else %}
         if (k >= DBN_SLOTS) dbn_bar_sync(DBN_BAR_EMPTY(slot), DBN_THREADS);  /* slice k - 3 counted */
         for (int j = group * 32 + lane; j < count; j += DBN_C * 32)
-            dbn_slice(S, j, slot, t, n_steps, stopped, ranges);
+            dbn_slice(S, j, slot, t, n_steps, stopped, ranges, values, stride, k);
         dbn_bar_arrive(DBN_BAR_FULL(slot), DBN_THREADS);
+{% endif %}
     }
     for (int j = group * 32 + lane; j < count; j += DBN_C * 32) {
         status[first + j] = S->status[j];
@@ -349,6 +377,26 @@ __device__ void dbn_compute_warp(int group, int lane, dbn_shared* S, long long f
     }
 }
 
+{% if het.values %}
+/* The values variant's entry point: one block per DBN_T members as the count
+   kernel's; values[(k * NV + v) * stride + i] of the launch's members (offset to its
+   first), their status and steps. The memory warps have nothing to do. */
+extern "C" __global__ void __launch_bounds__({{ (het.compute_warps + het.memory_warps) * 32 }}, {{ het.min_blocks }})
+{{ het.entry }}(long long n, const real_t* __restrict__ table, const real_t* __restrict__ times,
+          int n_times, real_t* __restrict__ values, long long stride,
+          signed char* __restrict__ status, int* __restrict__ steps, real_t dt,
+          long long max_steps)
+{
+    extern __shared__ __align__(16) unsigned char dbn_memory[];
+    dbn_shared* S = (dbn_shared*)dbn_memory;
+    const long long first = (long long)blockIdx.x * DBN_T;
+    const int count = (int)(n - first < (long long)DBN_T ? n - first : (long long)DBN_T);
+    const int warp = (int)(threadIdx.x >> 5), lane = (int)(threadIdx.x & 31);
+    if (warp >= DBN_C) return;
+    dbn_compute_warp(warp, lane, S, first, count, n, table, times, n_times, (const double*)0,
+                     status, steps, dt, max_steps, values, stride);
+}
+{% else %}
 /* The entry point: the homogeneous count kernel's arguments (entry.cuh), one block per
    DBN_T members, DBN_THREADS threads, DBN_SHARED_BYTES of dynamic shared memory. The
    second launch bound is the blocks per SM the cost model assumes. The
@@ -368,6 +416,7 @@ extern "C" __global__ void __launch_bounds__({{ (het.compute_warps + het.memory_
                         weight);
     else
         dbn_compute_warp(warp, lane, S, first, count, n, table, times, n_times, ranges,
-                         status, steps, dt, max_steps);
+                         status, steps, dt, max_steps, (real_t*)0, 0);
 }
+{% endif %}
 #endif
