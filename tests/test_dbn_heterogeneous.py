@@ -72,6 +72,10 @@ def test_the_heterogeneous_kernel_compiles_for_sm_90(name, sampled, precision):
     # its values variant (the range pass of a run whose values are kept)
     values = kernel.values_source
     assert values.kernel == het.VALUES_ENTRY and f"{het.VALUES_ENTRY}(" in values.text
+    # each variant has its own slice output: bins handed to the memory warps, or values
+    assert "dbn_bar_arrive(DBN_BAR_FULL" in text and "values[((long long)k" not in text
+    assert "dbn_bar_arrive(DBN_BAR_FULL" not in values.text
+    assert "values[((long long)k" in values.text and f"{het.ENTRY}(" not in values.text
     nvcc_compile(values.text, "sm_90", name=values.name)
 
 

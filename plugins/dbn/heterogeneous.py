@@ -374,7 +374,7 @@ def generate(model: KernelModel, sink: CptSink, counts: KernelSource, rhs: RhsBl
     het = {
         "trajectories": layout.trajectories, "compute_warps": layout.compute_warps,
         "memory_warps": layout.memory_warps, "shared_bytes": layout.shared_bytes,
-        "entry": VALUES_ENTRY if values else ENTRY, "values": values,
+        "entry": VALUES_ENTRY if values else ENTRY, "values_variant": values,  # (het.values would be the dict method in jinja)
         "slots": SLOTS, "min_blocks": min_blocks(layout, limits),
         "groups": [_group_context(g, rhs, printer, notes) for g in groups],
     }

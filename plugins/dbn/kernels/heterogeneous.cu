@@ -31,7 +31,7 @@
   some variable is counted on the host (sink.records), the memory warps also copy each
   slice's bins to the bin records, member-major as the CPT sink writes them.
 
-  The values variant (het.values: the range pass of a run whose values are kept) is
+  The values variant (het.values_variant: the range pass of a run whose values are kept) is
   the same integration without memory warps' work and without bins: at every slice
   the compute warps write each trajectory's outputs to `values`
   ((k * NV + v) * stride + i, as the range sink keeps them) and its status; the
@@ -214,7 +214,7 @@ __device__ __forceinline__ void dbn_slice(dbn_shared* S, int j, int slot, real_t
             }
         }
     }
-{% if het.values %}
+{% if het.values_variant %}
     if (valid) {  /* the outputs themselves (a failed member's are never read) */
         real_t y[ODE_NOUT];
         model_outputs(t, x, p, y);
@@ -316,7 +316,7 @@ __device__ void dbn_compute_warp(int group, int lane, dbn_shared* S, long long f
         S->steps[j] = 0;
         dbn_slice(S, j, 0, t, 0, false, ranges, values, stride, 0);
     }
-{% if not het.values %}
+{% if not het.values_variant %}
     dbn_bar_arrive(DBN_BAR_FULL(0), DBN_THREADS);
 {% endif %}
     dbn_bar_sync(DBN_BAR_COMPUTE, DBN_C * 32);  /* every x, f and p in place */
@@ -361,7 +361,7 @@ __device__ void dbn_compute_warp(int group, int lane, dbn_shared* S, long long f
             }
         }
         const int slot = k % DBN_SLOTS;
-{% if het.values %}
+{% if het.values_variant %}
         for (int j = group * 32 + lane; j < count; j += DBN_C * 32)
             dbn_slice(S, j, slot, t, n_steps, stopped, ranges, values, stride, k);
 {% else %}
@@ -377,7 +377,7 @@ __device__ void dbn_compute_warp(int group, int lane, dbn_shared* S, long long f
     }
 }
 
-{% if het.values %}
+{% if het.values_variant %}
 /* The values variant's entry point: one block per DBN_T members as the count
    kernel's; values[(k * NV + v) * stride + i] of the launch's members (offset to its
    first), their status and steps. The memory warps have nothing to do. */
