@@ -261,11 +261,23 @@ def test_events_are_not_applicable():
         het.plan(model, structure, kernels.counts, kernels.sink, o, HOPPER, 20)
 
 
-def test_auto_keeps_small_models_homogeneous_and_takes_large_ones():
-    model, structure, kernels = prepared("lotka_volterra")
+def test_auto_keeps_small_models_homogeneous_and_takes_large_ones(tmp_path):
     auto = DbnOptions(kernel="auto").validate()
-    assert het.plan(model, structure, kernels.counts, kernels.sink, auto, HOPPER, 20) is None
-    model, structure, kernels = prepared("BIOMD0000000033")
+    for small in ("lotka_volterra", "BIOMD0000000033"):  # 2 and 28 equations
+        model, structure, kernels = prepared(small)
+        assert het.plan(model, structure, kernels.counts, kernels.sink, auto, HOPPER,
+                        20) is None
+    # 98 equations (BIOMD0000000088 without its event, which the kernel does not take)
+    import libsbml
+
+    from .ode_helpers import MODELS
+
+    document = libsbml.readSBMLFromFile(str(MODELS / "BIOMD0000000088.xml"))
+    while document.getModel().getNumEvents():
+        document.getModel().removeEvent(0)
+    libsbml.writeSBMLToFile(document, str(tmp_path / "m88.xml"))
+    model, structure, kernels = prepared(sbmlgpu.load(tmp_path / "m88.xml"))
+    assert model.n_states >= het.AUTO_MIN_EQUATIONS
     chosen = het.plan(model, structure, kernels.counts, kernels.sink, auto, HOPPER, 20)
     assert chosen is not None and chosen.chosen_by == "cost model"
 

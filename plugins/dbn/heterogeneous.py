@@ -76,8 +76,10 @@ ENTRY = "sbmlgpu_dbn_cpt_heterogeneous"
 VALUES_ENTRY = "sbmlgpu_dbn_values_heterogeneous"
 MAX_COMPUTE_WARPS = 8
 #: `--kernel auto` takes the heterogeneous kernel from this many equations on (smaller
-#: models keep their whole state in one thread's registers); to be set by the sweep
-AUTO_MIN_EQUATIONS = 8
+#: models keep their whole state in one thread's registers). Measured on an H100
+#: (docs/benchmarks.md): 16 and 28 equations 0.38x and 0.24x the homogeneous kernel,
+#: 98 equations 6.5x
+AUTO_MIN_EQUATIONS = 64
 SLOTS = 3  # bin slots in shared memory: slice k written while k-1 and k-2 are counted
 MAX_TILES = 8  # at most 8 * 32 trajectories per block
 MIN_REGISTERS = 64  # per thread, the least __launch_bounds__ may leave the kernel

@@ -39,7 +39,7 @@ class DbnOptions(BackendOptions):
                          "trajectory), heterogeneous (the equations split over warps that "
                          "share each trajectory in shared memory, Hagiescu et al. 2013; "
                          "no events), auto (heterogeneous where it applies and "
-                         "the model has at least 8 equations)",
+                         "the model has at least 64 equations)",
                          choices=("homogeneous", "heterogeneous", "auto"))
     warps: int = option(0, "compute warps of the heterogeneous kernel (0: its cost model "
                            "chooses; at most 8 and the number of equations)",
