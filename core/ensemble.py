@@ -212,8 +212,12 @@ def sample_table(specs: Mapping[str, Distribution | str], ids: Sequence[str], n:
         table[j] = dist.transform(uniforms(seed, ids[j], n))
 
     from .runtime.host import host_cores
+    from .runtime.host_memory import available_memory
 
-    workers = max(1, min(len(ids), threads or host_cores()))
+    # a thread holds about three float64 rows at once (the uniforms, the transform's
+    # temporary, its result) besides the table: no more threads than memory allows
+    by_memory = max(1, int(available_memory() // max(24 * n, 1)))
+    workers = max(1, min(len(ids), threads or host_cores(), by_memory))
     if workers == 1:
         for j in range(len(ids)):
             fill(j)

@@ -375,6 +375,30 @@ def test_gpu_heterogeneous_bin_records_equal_the_homogeneous(gpu_device):
         np.testing.assert_array_equal(het_result.counted, hom.counted)
 
 
+@pytest.mark.gpu
+def test_gpu_heterogeneous_values_variant_in_batches_with_failed_members(gpu_device,
+                                                                         tmp_path):
+    """The values variant over batches that do not divide the ensemble (members at an
+    offset) with members that blow up: the homogeneous run's edges, counts and failures
+    (double: bit for bit)."""
+    from .test_dbn_backend import BLOW_UP
+
+    model = tmp_path / "blow_up.xml"
+    model.write_text(BLOW_UP)
+    settings = dict(ensemble=1000, sample={"k": "uniform:0.2:2"}, slices=4, slice_time=0.25,
+                    steps=50, device=[gpu_device.index], progress=False)
+    hom = sbmlgpu.dbn(model, options={"precision": "double", "batch": 333}, **settings)
+    het_result = sbmlgpu.dbn(model, options={"precision": "double", "batch": 333,
+                                             "kernel": "heterogeneous"}, **settings)
+    meta = het_result.metadata
+    assert meta["kernel"] == "heterogeneous" and meta["integrations"] == 1
+    assert 100 < meta["failed_trajectories"] == hom.metadata["failed_trajectories"] < 900
+    assert meta["failed_members"] == hom.metadata["failed_members"]
+    np.testing.assert_array_equal(het_result.edges, hom.edges)
+    np.testing.assert_array_equal(np.asarray(het_result.counts["X"]),
+                                  np.asarray(hom.counts["X"]))
+
+
 def test_the_gpu_engine_counts_with_the_heterogeneous_kernel():
     """Launch shape and arguments on a fake device: the planned kernel replaces the
     homogeneous count kernel, the weight -1 pass included; ranges stay homogeneous."""

@@ -190,6 +190,25 @@ def test_units_of_a_kernel_in_large_blocks_get_a_register_cap():
     assert _register_cap(units("224, 3")) == ["-maxrregcount=80"]
     assert _register_cap(units("128, 2")) == [] and _register_cap(units("256, 2")) == [
         "-maxrregcount=128"]
+    # what ptxas -v gave the entry itself for these bounds (review of 26a7552): the
+    # blocks' warps together, rounded up to a multiple of 4
+    for bounds, cap in [("32, 16", 128), ("64, 10", 96), ("160, 4", 96), ("96, 8", 80),
+                        ("160, 3", 128), ("288, 3", 72)]:
+        assert _register_cap(units(bounds)) == [f"-maxrregcount={cap}"], bounds
+    assert _register_cap(units("64, 3")) == []
+
+
+def test_only_an_nvcc_that_said_why_refuses_a_units_build(tmp_path):
+    """A refusal (exit status > 0 with a diagnostic) is kept by the cache's marker; a
+    timeout or a silent failure is not (it may pass next time)."""
+    from sbmlgpu.codegen.compile_check import CompileError
+
+    with pytest.raises(parallel_build.Refused):
+        parallel_build._run(["sh", "-c", "echo 'error: no' >&2; exit 2"], tmp_path, "k",
+                            "sm_90", "")
+    with pytest.raises(CompileError) as silent:
+        parallel_build._run(["sh", "-c", "exit 1"], tmp_path, "k", "sm_90", "")
+    assert not isinstance(silent.value, parallel_build.Refused)
 
 
 @needs_nvcc
@@ -252,3 +271,7 @@ def test_a_refused_units_build_is_not_tried_again(tmp_path, monkeypatch):
         cache.compile("/* transient */", "sm_90", name="t.cu")
     assert calls.count("/* refused */") == 1 and cache.hits == 1
     assert calls.count("/* transient */") == 2
+    # a marker of another build scheme is stale: the units are tried again
+    monkeypatch.setattr(parallel_build, "BUILD", parallel_build.BUILD + " fixed")
+    cache.compile("/* refused */", "sm_90", name="k.cu")
+    assert calls.count("/* refused */") == 2

@@ -78,8 +78,17 @@ class CompileCache:
 
     @staticmethod
     def _refused(path: Path) -> Path:
-        """The marker of a source whose units build nvcc refused (its reason)."""
+        """The marker of a source whose units build nvcc refused: it holds the build
+        scheme (parallel_build.BUILD) that was refused."""
         return path.with_suffix(".units-refused")
+
+    def _was_refused(self, path: Path) -> bool:
+        """A marker written under this build scheme (a fixed scheme tries units again;
+        the key of a units build holds the scheme too, so this guards a stale marker)."""
+        try:
+            return self._refused(path).read_text(encoding="utf-8") == parallel_build.BUILD
+        except OSError:
+            return False
 
     # -- compiling ----------------------------------------------------------------
     def compile(self, source: str, arch: str, options: Sequence[str] = (),
@@ -87,7 +96,8 @@ class CompileCache:
         """The cubin of `source` for `arch`; nvcc runs only on a miss. A failed
         compilation raises CompileError and caches nothing."""
         path = self.path(self.key(source, arch, options))
-        if self._refused(path).exists():  # its units build was refused: the whole one
+        refused = self._was_refused(path)
+        if refused:  # its units build was refused (by this build scheme): the whole one
             path = self.path(self.key(source, arch, options, whole=True))
         try:
             cubin = path.read_bytes()
@@ -100,6 +110,9 @@ class CompileCache:
         self.misses += 1
         if self._compiler is not None:
             cubin = self._compiler(source, arch=arch, options=tuple(options), name=name)
+        elif refused:  # straight to the whole compile, not the refused units again
+            cubin = compile_check.nvcc_compile(source, arch=arch, options=tuple(options),
+                                               name=name)
         else:  # the default splits a source that marks units and builds them in parallel
             report = parallel_build.BuildReport()
             cubin = parallel_build.compile_source(source, arch=arch, options=tuple(options),
@@ -109,7 +122,7 @@ class CompileCache:
                 # unless nvcc refused the units (it would again: a marker sends the next
                 # runs to the whole build instead of compiling twice every time)
                 if report.refused:
-                    self._write(self._refused(path), report.fell_back.encode("utf-8"))
+                    self._write(self._refused(path), parallel_build.BUILD.encode("utf-8"))
                 path = self.path(self.key(source, arch, options, whole=True))
         self._write(path, cubin)
         return cubin

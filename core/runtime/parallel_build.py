@@ -56,7 +56,7 @@ from ..errors import DeviceError
 log = logging.getLogger("sbmlgpu.runtime")
 
 #: what the cubin of a split source is built by (part of its cache key)
-BUILD = "units: nvcc -cubin -rdc=true each, nvcc -dlink -cubin (v1)"
+BUILD = "units: nvcc -cubin -rdc=true each, nvcc -dlink -cubin (v2: register cap by warps)"
 #: environment variable capping the parallel nvcc processes (default: the usable cores)
 JOBS_ENV = "SBMLGPU_NVCC_JOBS"
 #: environment variable that, set to 0, compiles marked sources whole (to compare the
@@ -180,8 +180,8 @@ def compile_units(units: Sequence[Unit], arch: str, options: Sequence[str] = (),
 _LAUNCH_BOUNDS = re.compile(r"__launch_bounds__\(\s*(\d+)\s*(?:,\s*(\d+))?")
 #: registers of one SM (every architecture sbmlgpu builds for)
 REGISTERS_PER_BLOCK = 65536
-#: threads are given registers in groups of 4 warps, and each thread a multiple of 8
-THREAD_GRANULE, REGISTER_GRANULE = 128, 8
+#: the warps an SM holds are counted in groups of 4, and each thread's registers in 8s
+WARP_GRANULE, REGISTER_GRANULE = 4, 8
 
 
 def _register_cap(units) -> list[str]:
@@ -190,14 +190,18 @@ def _register_cap(units) -> list[str]:
     not see them, so its functions could use more registers than the kernel may
     ("too many resources requested for launch", or nvlink refusing an entry "with max
     regcount of 80" that calls a function of 254: the heterogeneous DBN kernel at 224
-    threads x 3 blocks). The cap is the registers of an SM over the threads it holds,
-    counted as the hardware allocates them; nothing where 255 fit (one block of 256 or
-    fewer threads), so those builds are unchanged."""
+    threads x 3 blocks). The cap is what ptxas gives the entry itself: the registers of
+    an SM over the warps it must hold (the blocks' warps together, rounded up to a
+    multiple of 4), in multiples of 8 (checked against ptxas -v for bounds from (32, 16)
+    to (288, 3), review of 26a7552); nothing where 255 fit (one block of 256 or fewer
+    threads), so those builds are unchanged."""
     caps = []
     for unit in units:
         for threads, blocks in _LAUNCH_BOUNDS.findall(unit.text):
-            held = -(-int(threads) // THREAD_GRANULE) * THREAD_GRANULE * int(blocks or 1)
-            caps.append(REGISTERS_PER_BLOCK // held // REGISTER_GRANULE * REGISTER_GRANULE)
+            warps = -(-int(threads) // 32) * int(blocks or 1)
+            warps = -(-warps // WARP_GRANULE) * WARP_GRANULE
+            caps.append(REGISTERS_PER_BLOCK // (warps * 32) // REGISTER_GRANULE
+                        * REGISTER_GRANULE)
     if not caps or min(caps) >= 255:
         return []
     return [f"-maxrregcount={min(caps)}"]
@@ -218,8 +222,13 @@ def compile_source(source: str, arch: str, options: Sequence[str] = (),
             log.warning("%s: the parallel build failed (%s); compiling it whole", name, reason)
             if report is not None:
                 report.fell_back = reason
-                report.refused = isinstance(exc, compile_check.CompileError)
+                report.refused = isinstance(exc, Refused)
     return compile_check.nvcc_compile(source, arch=arch, options=tuple(options), name=name)
+
+
+class Refused(compile_check.CompileError):
+    """nvcc or nvlink exited with an error and said why: it will again (not a timeout,
+    nor a process killed by a signal)."""
 
 
 def _run(command: list[str], cwd: Path, what: str, arch: str, text: str) -> None:
@@ -231,8 +240,9 @@ def _run(command: list[str], cwd: Path, what: str, arch: str, text: str) -> None
             what, arch, f"nvcc ran longer than {compile_check.NVCC_TIMEOUT_S} s", text) from None
     if done.returncode != 0:
         log_text = (done.stdout + done.stderr).replace(str(cwd) + os.sep, "")
-        raise compile_check.CompileError(what, arch,
-                                         log_text or f"nvcc exited with {done.returncode}", text)
+        error = Refused if done.returncode > 0 and log_text.strip() else \
+            compile_check.CompileError
+        raise error(what, arch, log_text or f"nvcc exited with {done.returncode}", text)
 
 
 def _safe(name: str) -> str:

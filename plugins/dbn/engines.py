@@ -6,9 +6,11 @@ run (`start_counts` ... `finish_counts`): batches of members add into them, and 
 failed member's counts are taken back out by running it again with weight -1
 (the same code on the same inputs adds exactly what it added before). Each pass
 returns per-member status and steps, and the bin records when the sink writes
-them (variables counted on the host). Given a heterogeneous kernel (heterogeneous.py),
-the GPU engine counts with it in place of the homogeneous count kernel, the weight -1
-pass included.
+them (variables counted on the host). Where the range pass keeps every value
+(`Values`), `replay_pass` counts from them instead (failed members skipped). Given a
+heterogeneous kernel (heterogeneous.py), the GPU engine counts with it in place of the
+homogeneous count kernel, the weight -1 pass included; where values are kept, its
+values variant integrates the range pass and the homogeneous replay counts.
 """
 
 from __future__ import annotations
@@ -95,12 +97,18 @@ class GpuEngine:
                                                              options=self.options)
         return self._modules[source.name].function(entry or source.kernel)
 
-    def compile(self) -> None:
-        self._function(self.kernels.ranges)
-        self._function(self.kernels.counts)
-        if self.heterogeneous is not None:
-            self._function(self.heterogeneous.source)
-            self._function(self.heterogeneous.values_source)
+    def compile(self, find_ranges: bool = True, kept: bool = False) -> None:
+        """Compile what a run launches (`find_ranges`: it has a range pass; `kept`: its
+        values are kept and replayed); anything else compiles when first launched.
+        With a heterogeneous kernel: its values variant where values are kept, its
+        counting kernel otherwise (each is a large build on a large model)."""
+        het = self.heterogeneous
+        if find_ranges:
+            self._function(self.kernels.ranges)
+        if het is None or kept:
+            self._function(self.kernels.counts)
+        if het is not None:
+            self._function(het.values_source if kept else het.source)
 
     def _launch(self, source, table, times, sink_args, config, profiler, shape=None):
         """`shape`: (blocks, threads, shared bytes) of a launch; None: one thread per
@@ -166,12 +174,16 @@ class GpuEngine:
         b, n_vars = int(table.shape[1]), len(self.kernels.sink.structure.variables)
         buffers = []
         try:
-            table_buf = device.to_device(np.ascontiguousarray(table, dtype=real)) \
-                if table.size else device.alloc(8)
-            times_buf = device.to_device(np.asarray(times, dtype=real))
-            status_buf, steps_buf = device.alloc(max(b, 1)), device.alloc(4 * max(b, 1))
-            keys_buf = device.to_device(range_keys_start(n_vars))
-            buffers += [table_buf, times_buf, status_buf, steps_buf, keys_buf]
+            def keep(buffer):  # freed below even when a later allocation fails
+                buffers.append(buffer)
+                return buffer
+
+            table_buf = keep(device.to_device(np.ascontiguousarray(table, dtype=real))
+                             if table.size else device.alloc(8))
+            times_buf = keep(device.to_device(np.asarray(times, dtype=real)))
+            status_buf = keep(device.alloc(max(b, 1)))
+            steps_buf = keep(device.alloc(4 * max(b, 1)))
+            keys_buf = keep(device.to_device(range_keys_start(n_vars)))
             function = self._function(source)
             start = profiler.clock() if profiler is not None else None
             timing = function.launch(
@@ -214,11 +226,14 @@ class GpuEngine:
         sink = self.kernels.sink
         b, n_vars = int(len(status)), len(sink.structure.variables)
         shape = (b, n_times, n_vars)
-        buffers = [self.device.to_device(np.ascontiguousarray(ranges, dtype=np.float64)),
-                   self.device.to_device(np.ascontiguousarray(status, dtype=np.int8))]
-        if sink.records:
-            buffers.append(self.device.alloc(max(int(np.prod(shape)) * sink.dtype.itemsize, 1)))
+        buffers = []
         try:
+            buffers.append(self.device.to_device(np.ascontiguousarray(ranges,
+                                                                      dtype=np.float64)))
+            buffers.append(self.device.to_device(np.ascontiguousarray(status, dtype=np.int8)))
+            if sink.records:
+                buffers.append(self.device.alloc(max(int(np.prod(shape))
+                                                     * sink.dtype.itemsize, 1)))
             function = self._function(self.kernels.counts, REPLAY_ENTRY)
             start = profiler.clock() if profiler is not None else None
             args = [np.int64(b), np.uintp(values.pointer(first)), np.int64(values.stride),
@@ -309,7 +324,7 @@ class HostEngine:
             self._entries[source.name] = entry
         return self._entries[source.name]
 
-    def compile(self) -> None:
+    def compile(self, find_ranges: bool = True, kept: bool = False) -> None:
         pointer = ctypes.c_void_p
         self._entry(self.kernels.ranges, RANGE_ARGTYPES)
         self._entry(self.kernels.counts, [pointer, pointer, pointer, ctypes.c_uint])

@@ -116,8 +116,6 @@ class DbnProgram(Program):
         engine = GpuEngine(kernels, self.device, het,
                            fast_math=o.fast_math and o.precision == "float") \
             if self.device is not None else HostEngine(kernels)
-        with phase(profiler, "compile"):
-            engine.compile()
         times = START_TIME + float(task.slice_time) * np.arange(task.slices + 1,
                                                                 dtype=np.float64)
         dt = float(task.slice_time) / int(task.steps)
@@ -128,8 +126,11 @@ class DbnProgram(Program):
         find_ranges = any(v not in given for v in structure.variables)
         # one integration where the values fit (with the heterogeneous kernel: its
         # values variant, then the extrema and the counts from the values)
-        values = self._keep_values(engine, n, len(times), structure) if find_ranges else None
+        values = self._keep_values(engine, n, len(times), structure, len(varied)) \
+            if find_ranges else None
         try:
+            with phase(profiler, "compile"):  # the kernels this run launches
+                engine.compile(find_ranges=find_ranges, kept=values is not None)
             # (read after the values took their share of the free memory)
             batch = self._batch_size(n, len(varied), structure, kernels.sink.records)
             run = _Run(engine, table, times, config,
@@ -215,12 +216,19 @@ class DbnProgram(Program):
             raise self._all_failed(n, status, dt)
         return keys_to_values(keys), kernel_ms, time.perf_counter() - t0, (status, steps)
 
-    def _keep_values(self, engine, n: int, n_times: int, structure: DbnStructure):
-        """Values for the whole run where they fit, else None (two integrations)."""
+    def _keep_values(self, engine, n: int, n_times: int, structure: DbnStructure,
+                     n_varied: int):
+        """Values for the whole run where they fit, else None (two integrations). On
+        the host, what _check_memory counts for the run and a batch of bin records
+        are taken out of the available memory first."""
         real = 8 if self.options.precision == "double" else 4
         need = n * n_times * len(structure.variables) * real
         counts = 4 * structure.count_elements
-        have = self.device.free_memory() if self.device is not None else available_memory()
+        if self.device is not None:
+            have = self.device.free_memory()
+        else:
+            have = available_memory() - _host_bytes(structure, n, n_varied) \
+                - (HOST_RECORD_BYTES if structure.sparse else 0)
         if need + counts > VALUES_MEMORY_SHARE * have:
             return None
         try:
@@ -330,13 +338,20 @@ def _check_memory(structure: DbnStructure, n: int, n_varied: int, device) -> Non
         if dense > have:
             raise _too_large(structure, "bins", "the dense CPTs", dense, have, "on the GPU")
     members = n * (16 * n_varied + 9)
-    host = (members + 12 * structure.count_elements
-            + 16 * (structure.slices + 1) * len(structure.variables) * structure.bins)
+    host = _host_bytes(structure, n, n_varied)
     have = int(available_memory() * 0.8)
     if host > have:  # named after the larger part: the trajectories or the tables
         raise _too_large(structure, "ensemble" if 2 * members > host else "bins",
                          f"{n} sampled trajectories and their counts", host, have,
                          "on the host")
+
+
+def _host_bytes(structure: DbnStructure, n: int, n_varied: int) -> int:
+    """What a run holds on the host besides kept values and bin records: the sampled
+    table, per-member status and steps, the counts' copies (uint32 from the kernel,
+    int64 per variable) and the marginals."""
+    return (n * (16 * n_varied + 9) + 12 * structure.count_elements
+            + 16 * (structure.slices + 1) * len(structure.variables) * structure.bins)
 
 
 def _too_large(structure: DbnStructure, option: str, what: str, need: int, have: int,
