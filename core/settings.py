@@ -55,11 +55,13 @@ def option_name(f: dataclasses.Field) -> str:
 
 @functools.lru_cache(maxsize=None)
 def _rules(cls) -> tuple:
-    """Each field's (name, user-facing name, required, choices, minimum, maximum), read
-    once per class: every run validates its task and options (issue 13's fixed cost)."""
+    """Each field's (name, user-facing name, required, choices, minimum, maximum, is a
+    switch), read once per class: every run validates its task and options (issue
+    13's fixed cost)."""
     return tuple((f.name, option_name(f), bool(f.metadata.get("required")),
                   f.metadata.get("choices"), f.metadata.get("minimum"),
-                  f.metadata.get("maximum")) for f in dataclasses.fields(cls))
+                  f.metadata.get("maximum"), f.type in (bool, "bool"))
+                 for f in dataclasses.fields(cls))
 
 
 class Settings:
@@ -67,10 +69,14 @@ class Settings:
 
     def validate(self):
         """Check every field against its declaration, then `check()`; returns self."""
-        for field_name, name, required, choices, minimum, maximum in _rules(type(self)):
+        for field_name, name, required, choices, minimum, maximum, switch in \
+                _rules(type(self)):
             value = getattr(self, field_name)
             if required and value is None:
                 raise OptionError(name, "is required")
+            # a switch takes True or False: "no" or 0 would be read as a truth value
+            if switch and not (isinstance(value, bool) or getattr(value, "dtype", None) == bool):
+                raise OptionError(name, f"{value!r} is not true or false")
             if choices is not None and value not in choices:
                 allowed = ", ".join(map(str, choices))
                 raise OptionError(name, f"{value!r} is not one of: {allowed}")

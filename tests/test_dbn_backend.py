@@ -188,6 +188,7 @@ def test_failed_trajectories_are_never_counted_when_the_values_are_kept(tmp_path
     (dict(steps=0), "steps"), (dict(ranges={"x1": (3.0, 1.0)}), "range"),
     (dict(ranges={"p3": (0.0, 1.0)}), "range"), (dict(ranges={"nope": (0.0, 1.0)}), "range"),
     (dict(sample={"nope": "uniform:0:1"}), "sample"),
+    (dict(options={"fast_math": "yes"}), "fast-math"),
     (dict(sample={"x1": "uniform:3:1"}), "sample"),
 ])
 def test_bad_input_is_an_option_error_naming_it(settings, option):

@@ -37,6 +37,8 @@ def test_registered_through_the_entry_point():
     ({"method": "euler"}, "method"), ({"dt": 0.0}, "dt"), ({"rtol": -1.0}, "rtol"),
     ({"fast_math": True}, "fast-math"), ({"block_size": 100}, "block-size"),
     ({"pilot_size": 4}, "pilot-size"), ({"precision": "half"}, "precision"),
+    # a switch takes true or false: "no" would have been read as true
+    ({"fast_math": "no", "precision": "float"}, "fast-math"), ({"bundling": 0}, "bundling"),
 ])
 def test_bad_options_name_the_option(values, bad):
     with pytest.raises(OptionError) as info:
