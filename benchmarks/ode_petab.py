@@ -21,7 +21,8 @@ crash the script nor eat the session. Per model:
   libRoadRunner); the method chosen (`--method auto` unless --method) for those
   members (`compile_method`). With --method auto the other method's kernel is built
   too (`compile_other_s`): the whole ensemble's own method check may choose it (on
-  other members), and its nvcc build would otherwise fall inside the timed run;
+  other members), and its nvcc build would otherwise fall inside the timed run; so
+  are the --summary statistics kernels (`compile_summary_s`);
 - the `ode` backend on the GPU (rtol 1e-6, atol 1e-12, libRoadRunner's defaults):
   wall time of the whole run (the stiffness check, the pilot, transfers, every time
   course in host memory), the solver kernels' time from the profiler, failures by
@@ -388,6 +389,11 @@ def run_model(folder: Path, args, device, save) -> dict:
             if other != row["compile_method"]:
                 run(warm, method=other)
         row["compile_other_s"] = time.perf_counter() - started
+    # and the statistics kernels of --summary (built on their first use: the summary
+    # stage's "statistics" held their nvcc build, 0.5 s, until 2026-11-24)
+    started = time.perf_counter()
+    run(warm, summary=True)
+    row["compile_summary_s"] = time.perf_counter() - started
     ref = simulate(network, times, parameters={k: v[0] for k, v in nominal_sets.items()},
                    rtol=1e-10, atol=1e-14)
     if ref.ok and first.result.status[0] == 0:

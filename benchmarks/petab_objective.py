@@ -3,7 +3,7 @@
 
     python benchmarks/petab_objective.py [--models A,B] [--n 100000] [--cores 16]
                                          [--time-budget S] [--repeats 2] [--seed 0]
-                                         [--cpu] [--out DIR]
+                                         [--problem-budget S] [--cpu] [--out DIR]
 
 Per problem of ../shared/models/petab-benchmark (or --root; --models picks some):
 - the sets: N sampled within the PEtab bounds (`sbmlgpu petab --ensemble`'s sampler,
@@ -356,6 +356,35 @@ def problem_folders(root: Path, names: str | None) -> list[Path]:
     return [found[name] for name in sorted(wanted)]
 
 
+def _in_child(folder: Path, args) -> dict:
+    """One problem measured by this script in a child process of its own session,
+    stopped (the whole session: libRoadRunner's pool too) after --problem-budget s."""
+    import signal
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        command = [sys.executable, str(Path(__file__).resolve()), "--root", str(folder.parent),
+                   "--models", folder.name, "--n", str(args.n), "--cores", str(args.cores),
+                   "--time-budget", str(args.time_budget), "--repeats", str(args.repeats),
+                   "--seed", str(args.seed), "--out", tmp] + (["--cpu"] if args.cpu else [])
+        child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                 text=True, start_new_session=True)
+        try:
+            log, _ = child.communicate(timeout=args.problem_budget)
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)
+            log, _ = child.communicate()
+            return {"error": f"stopped after {args.problem_budget:g} s (--problem-budget)",
+                    "log_tail": log[-2000:]}
+        written = Path(tmp) / "petab_objective.json"
+        if not written.exists():
+            return {"error": f"the child exited with status {child.returncode}",
+                    "log_tail": log[-2000:]}
+        rows = json.loads(written.read_text())["problems"]
+        return {k: v for k, v in rows[0].items() if k != "problem"}
+
+
 def _fmt(v, f) -> str:
     return "n/a" if v is None else format(v, f) if isinstance(v, (int, float)) else str(v)
 
@@ -372,6 +401,9 @@ def main(argv=None) -> int:
         ("--time-budget", float, 15.0, "seconds of libRoadRunner work per problem"),
         ("--repeats", int, 2, "calls of the prepared objective after the first"),
         ("--seed", int, 0, "seed of the sampler"),
+        ("--problem-budget", float, 0.0,
+         "seconds per problem, each in a child process stopped at that time (its row "
+         "then says so); 0: no limit, every problem in this process"),
         ("--out", str, os.environ.get("OUT", "."), "folder of petab_objective.json")]
     for flag, kind, default, text in arguments:
         parser.add_argument(flag, type=kind, default=default, help=text)
@@ -398,11 +430,15 @@ def main(argv=None) -> int:
     for folder in folders:
         yamls = sorted(folder.glob(f"{folder.name}.yaml")) or sorted(folder.glob("*.yaml"))
         row: dict = {"problem": folder.name}
-        try:
-            row.update(measure(yamls[0], args.n, device, cores=args.cores,
-                               budget=args.time_budget, repeats=args.repeats, seed=args.seed))
-        except Exception as exc:  # noqa: BLE001 - the row says what failed
-            row["error"] = f"{type(exc).__name__}: {exc}"
+        if args.problem_budget > 0:
+            row.update(_in_child(folder, args))
+        else:
+            try:
+                row.update(measure(yamls[0], args.n, device, cores=args.cores,
+                                   budget=args.time_budget, repeats=args.repeats,
+                                   seed=args.seed))
+            except Exception as exc:  # noqa: BLE001 - the row says what failed
+                row["error"] = f"{type(exc).__name__}: {exc}"
         report["problems"].append(row)
         (out / "petab_objective.json").write_text(json.dumps(report, indent=1, default=str))
         rr = row.get("roadrunner", {})

@@ -1,8 +1,11 @@
-"""The CPU path's method check (plugins/ode/stiffness.py): every member of an ensemble
-(up to SCREEN_MEMBERS) is screened at its initial state, so that the stiff corner of a
-wide prior, which eight probed members can miss, chooses rodas4."""
+"""The method check (plugins/ode/stiffness.py): every member of an ensemble (up to
+SCREEN_MEMBERS, fewer for large models) is screened at its initial state, on the CPU
+path and the GPU, so that the stiff corner of a wide prior, which eight probed
+members can miss, chooses rodas4."""
 
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -10,8 +13,10 @@ import pytest
 import sbmlgpu
 from sbmlgpu.ode.model import KernelModel
 from sbmlgpu.outputs import default_outputs
-from sbmlgpu.plugins.ode.stiffness import (SCREEN_MEMBERS, STIFF_SPAN_EIGENVALUE,
-                                           choose_method, initial_stiffness, screen_members)
+from sbmlgpu.plugins.ode.program import OdeProgram, _probe_members
+from sbmlgpu.plugins.ode.stiffness import (SCREEN_MEMBERS, SCREEN_MIN, SCREEN_WORK,
+                                           STIFF_SPAN_EIGENVALUE, choose_method,
+                                           initial_stiffness, screen_members, screen_size)
 from sbmlgpu.views import ode_system
 
 from .ode_helpers import apply, ci, needs_compiler, rate_rule_model, run_cpu
@@ -92,3 +97,28 @@ def test_the_trajectories_follow_the_screened_members_nearest_to_stiff():
     assert choose_method(model, mild[:8], 0.0, SPAN)[0] == "dopri5"
     method, why = choose_method(model, mild[:8], 0.0, SPAN, screen=np.vstack([mild, turns_stiff]))
     assert method == "rodas4" and "along the nominal trajectory" in why
+
+
+def test_screen_size_caps_the_eigenvalue_work_by_the_model_size():
+    assert screen_size(1) == SCREEN_MEMBERS
+    sizes = [screen_size(n) for n in range(1, 300)]
+    assert all(a >= b for a, b in zip(sizes, sizes[1:]))  # never more for a larger model
+    for n, count in enumerate(sizes, start=1):
+        assert count == 0 or (SCREEN_MIN <= count <= SCREEN_MEMBERS
+                              and count * n ** 3 <= SCREEN_WORK)
+    assert sizes[-1] == 0  # a 299-state model: no screen, the probes decide
+
+
+@pytest.mark.parametrize("device", [None, "a GPU"])
+def test_the_method_check_screens_on_the_gpu_too(device):
+    """The program's check hands the screen to choose_method whatever the device (the
+    GPU did not screen before; Sneyd_PNAS2002's objective then ran dopri5)."""
+    model = kernel_model(two_rates())
+    rng = np.random.default_rng(3)
+    k = 10.0 ** rng.uniform(-1, 0.5, 500)
+    k[321] = STIFF_SPAN_EIGENVALUE  # one stiff member the eight probes do not pick
+    probe_rows = _probe_members(k[None, :])[:, 0]
+    assert STIFF_SPAN_EIGENVALUE not in probe_rows
+    stub = SimpleNamespace(options=SimpleNamespace(method="auto"), _probes={}, device=device)
+    method, why = OdeProgram._method(stub, model, k[None, :], np.linspace(0.0, SPAN, 5))
+    assert method == "rodas4" and "screened members" in why

@@ -53,3 +53,22 @@ def test_roadrunner_computes_the_same_objective(tmp_path):
     assert rr["available"] and rr["sets"] >= 1 and rr["sets_per_s"] > 0
     assert rr["compared_sets"] >= 1 and rr["nllh_max_rel_diff"] < 1e-3
     assert row["speedup_repeated"] == pytest.approx(row["sets_per_s"] / rr["sets_per_s"])
+
+
+def test_a_problem_budget_runs_the_problem_in_a_child_and_keeps_its_row(tmp_path):
+    row = _run(tmp_path, "--cores", "0", "--repeats", "1", "--problem-budget", "500")
+    assert row["sets"] == 24 and row["runs"] == 8 and len(row["repeated_s"]) == 1
+
+
+def test_a_problem_past_its_budget_is_stopped_and_its_row_says_so(tmp_path):
+    if not FOUND:
+        pytest.skip(f"no {ROOT / PROBLEM}")
+    done = subprocess.run([sys.executable, str(SCRIPT), "--root", str(ROOT), "--models",
+                           PROBLEM, "--n", "24", "--cpu", "--cores", "0", "--out", str(tmp_path),
+                           "--problem-budget", "0.5"], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = json.loads((tmp_path / "petab_objective.json").read_text())["problems"]
+    assert rows[0]["problem"] == PROBLEM
+    assert rows[0]["error"] == "stopped after 0.5 s (--problem-budget)"
+    assert "sets_per_s" not in rows[0]

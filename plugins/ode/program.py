@@ -324,10 +324,12 @@ class OdeProgram(Program):
     def _method(self, model: KernelModel, table: np.ndarray, times: np.ndarray):
         if self.options.method != "auto":
             return self.options.method, "chosen with --method"
-        from .stiffness import choose_method, screen_members
+        from .stiffness import choose_method, screen_members, screen_size
 
-        # the CPU path screens many members at their initial state first (stiffness.py)
-        screen = screen_members(table) if self.device is None else None
+        # many members are screened at their initial state first (stiffness.py), as
+        # many as the model's size allows
+        count = screen_size(model.n_states)
+        screen = screen_members(table, count) if count else None
         return choose_method(model, _probe_members(table), float(times[0]),
                              float(times[-1] - times[0]), screen=screen, probes=self._probes)
 

@@ -21,16 +21,23 @@ seven random ones, stiff if any of them is (bounds of a prior can span decades,
 and stiff members cost an explicit method millions of steps). `--method` overrides
 the choice.
 
-On the CPU path the trajectories are preceded by a screen of up to SCREEN_MEMBERS
-members at their initial state, all at once (numpy arrays over members: n + 1
-evaluations of f and one batched eigenvalue call): eight probes miss the stiff
+The trajectories are preceded by a screen of up to SCREEN_MEMBERS members at their
+initial state, all at once (numpy arrays over members: n + 1 evaluations of f and
+one batched eigenvalue call), as many as SCREEN_WORK allows for the model's size
+(screen_size; none for a model so large that fewer than SCREEN_MIN would fit): eight
+probes miss the stiff
 corner of a wide prior (PEtab's Perelson_Science1996, clearance rate c log-uniform
 over ten decades: one member in eight has c x span > 1e5, and dopri5 then took a
 mean of 18,000 steps per member where rodas4 takes 190), and a stiff member found
 here makes the reference trajectories unnecessary. When none is stiff at t0, the
 trajectories follow the median and the screened members nearest to stiff there
 rather than random ones (a member of Crauste_CellSystems2017 at 8e4 at t0 reaches
-2e6 along its trajectory; dopri5 took up to 10^6 steps per member there).
+2e6 along its trajectory; dopri5 took up to 10^6 steps per member there). The GPU
+screens too (it did not before): the PEtab objective of Sneyd_PNAS2002 runs its nine
+conditions as one ensemble of 9 x 10^5 members, and the eight probes, whose median
+mixes the conditions, found it not stiff (an index just under 1e5) while 18 of 256
+screened members were at 4.7e5; dopri5 then took 10.7 s a call on the H100 (the CPU
+path at 2,000 sets: 25 s a call with dopri5, 0.88 s with rodas4).
 """
 
 from __future__ import annotations
@@ -48,6 +55,11 @@ log = logging.getLogger("sbmlgpu.ode")
 STIFF_SPAN_EIGENVALUE = 1e5
 #: members looked at by the initial-state screen (a random choice of larger ensembles)
 SCREEN_MEMBERS = 2048
+#: members x states^3 the screen may cost (batched eigenvalues, ~2-4 ns per n^3 on one
+#: core: about 0.1-0.2 s): 2048 members up to 29 states, 50 at 100, none above 116
+SCREEN_WORK = 5e7
+#: fewer members than this affordable: no screen (the probes' trajectories decide)
+SCREEN_MIN = 32
 #: members per batched eigenvalue call of the screen (it stops at the first stiff chunk)
 SCREEN_CHUNK = 256
 #: LSODA steps a smooth model's probe trajectory may take (else: the reference's)
@@ -245,6 +257,13 @@ def initial_stiffness(model: KernelModel, members: np.ndarray, t0: float, span: 
 def _over_members(values, k: int) -> np.ndarray:
     """(len(values), k) float array of lambdified values (constants broadcast)."""
     return np.stack([np.broadcast_to(np.asarray(v, dtype=float), (k,)) for v in values])
+
+
+def screen_size(n_states: int) -> int:
+    """How many members the screen looks at for a model of `n_states` states (0: none,
+    the model is too large for SCREEN_WORK to cover SCREEN_MIN of them)."""
+    count = min(SCREEN_MEMBERS, int(SCREEN_WORK / max(n_states, 1) ** 3))
+    return count if count >= SCREEN_MIN else 0
 
 
 def screen_members(table: np.ndarray, count: int = SCREEN_MEMBERS, seed: int = 0) -> np.ndarray:
