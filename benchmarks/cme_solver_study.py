@@ -1,0 +1,225 @@
+#!/usr/bin/env python3
+"""Why the CME's aggregation solver is not 10x Jacobi, and what might be: a CPU study.
+
+    python benchmarks/cme_solver_study.py [--model toggle|schnakenberg|brusselator]
+                                          [--bound N] [--tol 1e-8] [--out DIR]
+
+On one CME generator built by the cme backend's own pieces (plugins/cme: enumeration,
+host propensities, CSR), from the uniform vector to the normalised residual --tol
+(the solvers' test, ||A p||_inf / (||A||_inf ||p||_inf)), scipy on the host:
+
+- `jacobi`: damped Jacobi (w = 0.9), the baseline (sweeps);
+- `vcycle` / `wcycle`: the multilevel aggregation of plugins/cme (runs of 4
+  consecutive states, iterate-weighted coarse chains, damped Jacobi smoothing, 4 + 4
+  sweeps per level), as V- and W-cycles (cycles; work in fine-sweep equivalents: a
+  level's sweeps weighted by its size, plus one per level for its coarse values);
+- `twolevel`: the same cycle with only the first coarse level, solved exactly
+  (sparse LU): what the coarse correction can do at best;
+- `gmres-tg` / `gmres-sa`: restarted GMRES(5) on A e = -A p0 (p0 after 200 Jacobi
+  sweeps), right-preconditioned by a linear two-grid cycle (2 + 2 Jacobi sweeps; the
+  coarse level exact, bordered by sum = 0) whose interpolation is the aggregation's
+  (diag(p0) P / P^T p0, `tg`), or smoothed aggregation (P and R each smoothed by one
+  Jacobi step, `sa`; De Sterck et al., SIAM J. Sci. Comput. 32(1), 2010, "Smoothed
+  aggregation multigrid for Markov chains"): preconditioner applications.
+
+The exact coarse solves make `twolevel` and `gmres-*` a bound, not a solver: none of
+them is built in plugins/cme. JSON to DIR/cme_solver_study_<model>_<bound>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sps
+from scipy.sparse.linalg import LinearOperator, gmres, splu
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+MODELS = {"toggle": ("cme_toggle_switch", ("Pa", "Pb")),
+          "schnakenberg": ("cme_schnakenberg", ("X", "Y")),
+          "brusselator": ("cme_brusselator", ("X", "Y"))}
+MAX_CYCLES = 400
+MAX_APPLIES = 600
+
+
+class Stop(Exception):
+    """The residual reached the tolerance inside a callback."""
+
+
+def generator(model_name: str, bound: int):
+    from sbmlgpu import load
+    from sbmlgpu.plugins.cme.cpu_engine import CpuEngine
+    from sbmlgpu.plugins.cme.matrix import diagonal, offdiag_csr
+    from sbmlgpu.plugins.cme.model import build
+    from sbmlgpu.plugins.cme.statespace import enumerate_states, propensities_host
+
+    name, species = MODELS[model_name]
+    model = build(load(ROOT / "sbml_models" / f"{name}.xml"))
+    space = enumerate_states(model, {s: bound for s in species})
+    prop = propensities_host(model, space)
+    return CpuEngine(offdiag_csr(space, prop), diagonal(space, prop))
+
+
+def normalised_residual(a, norm: float, x: np.ndarray) -> float:
+    x = x / x.sum()
+    return float(np.abs(a @ x).max() / (norm * np.abs(x).max()))
+
+
+def jacobi(engine, a, tol: float, max_sweeps: int = 2_000_000) -> dict:
+    p = np.full(engine.n, 1.0 / engine.n)
+    sweeps = 0
+    while sweeps < max_sweeps:
+        p = engine.jacobi(p, 100, 0.9)
+        sweeps += 100
+        engine.normalise(p)
+        if normalised_residual(a, engine.norm_inf, p) <= tol:
+            return {"sweeps": sweeps, "converged": True}
+    return {"sweeps": sweeps, "converged": False}
+
+
+def cycles(engine, a, tol: float, gamma: int, depth: int | None = None,
+           exact_coarsest: bool = False) -> dict:
+    """Aggregation cycles of plugins/cme (its levels' smooth / coarsen / prolong), the
+    coarse level visited gamma times; `depth` levels (the last solved directly)."""
+    from sbmlgpu.plugins.cme.solvers import SolverSettings, coarsest_solution
+
+    s = SolverSettings()
+    levels = engine.levels()
+    levels = levels[:depth] if depth else levels
+    n0 = levels[0].n
+    work = [0.0]
+
+    def direct(level):
+        m = (level.matrix() + sps.diags(level.diag)).tolil()
+        m[-1, :] = 1.0
+        b = np.zeros(level.n)
+        b[-1] = 1.0
+        q = np.clip(splu(m.tocsc()).solve(b), 0.0, None)
+        return q / q.sum()
+
+    def cycle(k, p):
+        level = levels[k]
+        if k == len(levels) - 1:
+            return direct(level) if exact_coarsest else \
+                level.vector_like(coarsest_solution(level.dense()))
+        share = level.n / n0
+        p = level.smooth(p, s.smooth_sweeps, s.omega)
+        pc = level.coarsen(p)
+        work[0] += share * (2 * s.smooth_sweeps + 1)
+        qc = pc
+        for _ in range(gamma if k + 1 < len(levels) - 1 else 1):
+            qc = cycle(k + 1, qc)
+        p = level.prolong(p, qc, pc)
+        return level.smooth(p, s.smooth_sweeps, s.omega)
+
+    p = np.full(n0, 1.0 / n0)
+    history = []
+    for count in range(1, MAX_CYCLES + 1):
+        p = cycle(0, p)
+        engine.normalise(p)
+        history.append(normalised_residual(a, engine.norm_inf, p))
+        if history[-1] <= tol or not math.isfinite(history[-1]) \
+                or history[-1] > 1e3 * min(history):
+            break
+    half = len(history) // 2
+    rate = (history[-1] / history[half]) ** (1.0 / max(1, len(history) - 1 - half))
+    return {"cycles": count, "work_sweeps": work[0], "converged": history[-1] <= tol,
+            "residual": history[-1], "rate_per_cycle": rate}
+
+
+def preconditioned_gmres(engine, a, tol: float, smoothed: bool) -> dict:
+    n = engine.n
+    d = engine.diag
+    inverse = 1.0 / np.where(d != 0, d, -1.0)
+    p0 = engine.jacobi(np.full(n, 1.0 / n), 200, 0.9)
+    p0 /= p0.sum()
+    w = np.maximum(p0, 1e-300)
+    agg = np.arange(n) // 4
+    nc = int(agg[-1]) + 1
+    pa = sps.csr_matrix((np.ones(n), (np.arange(n), agg)), shape=(n, nc))
+    interpolation = (sps.diags(w) @ pa @ sps.diags(1.0 / (pa.T @ w))).tocsr()
+    restriction = pa.T.tocsr()
+    if smoothed:
+        step = sps.eye(n) - 0.7 * sps.diags(inverse) @ a
+        interpolation = (step @ interpolation).tocsr()
+        restriction = (restriction @ (sps.eye(n) - 0.7 * a @ sps.diags(inverse))).tocsr()
+    coarse = (restriction @ a @ interpolation).tocsc()
+    bordered = sps.bmat([[coarse, np.ones((nc, 1))], [np.ones((1, nc)), None]]).tocsc()
+    lu = splu(bordered)
+    applies = [0]
+
+    def smooth(r, x, sweeps=2):
+        for _ in range(sweeps):
+            x = x + 0.7 * inverse * (r - a @ x)
+        return x
+
+    def apply(r):
+        applies[0] += 1
+        x = smooth(r, np.zeros(n))
+        ec = lu.solve(np.r_[restriction @ (r - a @ x), 0.0])[:nc]
+        return smooth(r, x + interpolation @ ec)
+
+    best = [math.inf]
+
+    def check(xk):
+        best[0] = min(best[0], normalised_residual(a, engine.norm_inf, p0 + xk))
+        if best[0] <= tol:
+            raise Stop
+
+    try:
+        gmres(a, -(a @ p0), M=LinearOperator((n, n), matvec=apply), rtol=1e-30, atol=0.0,
+              restart=5, maxiter=MAX_APPLIES // 5, callback=check, callback_type="x")
+    except Stop:
+        pass
+    return {"applies": applies[0], "converged": best[0] <= tol, "residual": best[0],
+            "coarse_nnz_per_row": coarse.nnz / nc}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", choices=sorted(MODELS), default="toggle")
+    parser.add_argument("--bound", type=int, default=100)
+    parser.add_argument("--tol", type=float, default=1e-8)
+    parser.add_argument("--skip", nargs="*", default=[],
+                        choices=["jacobi", "vcycle", "wcycle", "twolevel", "gmres-tg",
+                                 "gmres-sa"])
+    parser.add_argument("--out", default=os.environ.get("OUT", "."))
+    args = parser.parse_args(argv)
+    engine = generator(args.model, args.bound)
+    a = (engine.offdiag + sps.diags(engine.diag)).tocsr()
+    row = {"benchmark": "cme_solver_study", "model": args.model, "bound": args.bound,
+           "states": engine.n, "tol": args.tol, "levels": [lv.n for lv in engine.levels()]}
+    print(f"{args.model} at {args.bound}: {engine.n} states, levels {row['levels']}",
+          flush=True)
+    studies = {
+        "jacobi": lambda: jacobi(engine, a, args.tol),
+        "vcycle": lambda: cycles(engine, a, args.tol, gamma=1),
+        "wcycle": lambda: cycles(engine, a, args.tol, gamma=2),
+        "twolevel": lambda: cycles(engine, a, args.tol, gamma=1, depth=2, exact_coarsest=True),
+        "gmres-tg": lambda: preconditioned_gmres(engine, a, args.tol, smoothed=False),
+        "gmres-sa": lambda: preconditioned_gmres(engine, a, args.tol, smoothed=True)}
+    for name, study in studies.items():
+        if name in args.skip:
+            continue
+        started = time.perf_counter()
+        row[name] = {**study(), "seconds": time.perf_counter() - started}
+        print(f"  {name:9s} {row[name]}", flush=True)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"cme_solver_study_{args.model}_{args.bound}.json"
+    path.write_text(json.dumps(row, indent=1))
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
