@@ -144,3 +144,44 @@ def test_later_calls_on_a_fake_gpu_are_reduced_there_and_compile_nothing(name, f
     assert ok.sum() >= 20
     np.testing.assert_allclose(result.nll[ok], host.nll[ok], rtol=1e-12, atol=1e-9)
     np.testing.assert_allclose(result.chi2[ok], host.chi2[ok], rtol=1e-12, atol=1e-9)
+
+
+def test_summed_terms_are_the_terms_summed_over_rows():
+    from sbmlgpu.petab.likelihood import summed_terms, terms
+
+    rng = np.random.default_rng(5)
+    rows, n = 75, 40
+    measurement = rng.uniform(0.1, 5.0, rows)
+    simulation = rng.uniform(0.1, 5.0, (rows, n))
+    simulation[3, 7] = np.nan  # a failed value stays NaN in its set's sums
+    simulation[9, 2] = -1.0  # log of a negative: NaN too, as in terms
+    sigma = rng.uniform(0.1, 2.0, (rows, n))
+    scale = rng.choice(["lin", "log", "log10"], rows)
+    distribution = rng.choice(["normal", "laplace"], rows)
+    nll_rows, chi2_rows = terms(measurement, simulation, sigma, scale, distribution)
+    for block in (1, 7, 32, 500):
+        nll, chi2 = summed_terms(measurement, simulation, sigma, scale, distribution, block)
+        np.testing.assert_allclose(nll, nll_rows.sum(axis=0), rtol=1e-12)
+        np.testing.assert_allclose(chi2, chi2_rows.sum(axis=0), rtol=1e-12)
+        assert np.isnan(nll[7]) and np.isnan(chi2[7])
+        assert np.isnan(nll[2]) == bool(scale[9] != "lin")
+
+
+def test_row_values_read_as_the_whole_array_would():
+    from sbmlgpu.petab.simulate import RowValues
+
+    rng = np.random.default_rng(2)
+    n_runs, n_times, n = 3, 4, 6
+    courses = rng.normal(size=(n_runs, n_times, n))
+    steady = rng.normal(size=(2, n))
+    whole = np.full((9, n), np.nan)  # row 8 gets nothing: NaN
+    values = RowValues(9, n)
+    timed, run, time = np.array([0, 2, 3, 5]), np.array([0, 2, 1, 2]), np.array([1, 0, 3, 3])
+    values.add(timed, courses, run, time)
+    whole[timed] = courses[run, time]
+    at_inf, slot = np.array([1, 4, 6, 7]), np.array([1, 0, 0, 1])
+    values.add(at_inf, steady, slot)
+    whole[at_inf] = steady[slot]
+    for where in (np.arange(9), np.array([8, 1, 0]), np.array([4]), np.array([], int)):
+        np.testing.assert_array_equal(values[where], whole[where])
+    assert values.shape == whole.shape

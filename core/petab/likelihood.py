@@ -33,3 +33,43 @@ def terms(measurement: np.ndarray, simulation: np.ndarray, sigma: np.ndarray,
         nll_normal = 0.5 * np.log(2 * np.pi * sigma**2 * jacobian**2) + 0.5 * residual**2
         nll_laplace = np.log(2 * sigma * jacobian) + np.abs(residual)
     return np.where(normal, nll_normal, nll_laplace), residual**2
+
+
+#: measurement rows per block of summed_terms (its temporaries are (block, n))
+SUM_BLOCK = 32
+
+
+def summed_terms(measurement: np.ndarray, simulation: np.ndarray, sigma: np.ndarray,
+                 scale: np.ndarray, distribution: np.ndarray,
+                 block: int = SUM_BLOCK) -> tuple[np.ndarray, np.ndarray]:
+    """terms(...) summed over the rows, (nll, chi2) per set, without its (R, n)
+    arrays: rows grouped by scale and distribution (each group computes its own
+    transformation and noise model only, where terms evaluates every branch for every
+    row) and taken `block` at a time. Measured (Blasi_CellSystems2016, 252 rows at
+    t = inf x 10^5 sets, where the host scores every row): terms and its branches took
+    0.7 s of a 3.6 s call on the H100's host."""
+    measurement = np.asarray(measurement, dtype=float)
+    scale, distribution = np.asarray(scale), np.asarray(distribution)
+    n = simulation.shape[1] if simulation.ndim == 2 else 0
+    nll, chi2 = np.zeros(n), np.zeros(n)
+    for sc in np.unique(scale):
+        for dist in np.unique(distribution):
+            group = np.flatnonzero((scale == sc) & (distribution == dist))
+            for start in range(0, len(group), block):
+                rows = group[start:start + block]
+                m = measurement[rows][:, None]
+                y, s = simulation[rows], sigma[rows]
+                with np.errstate(all="ignore"):
+                    if sc == "log":
+                        residual, jacobian = (np.log(y) - np.log(m)) / s, m
+                    elif sc == "log10":
+                        residual, jacobian = (np.log10(y) - np.log10(m)) / s, m * LOG10
+                    else:
+                        residual, jacobian = (y - m) / s, 1.0
+                    if dist == "normal":
+                        term = 0.5 * np.log(2 * np.pi * s**2 * jacobian**2) + 0.5 * residual**2
+                    else:
+                        term = np.log(2 * s * jacobian) + np.abs(residual)
+                nll += term.sum(axis=0)
+                chi2 += (residual**2).sum(axis=0)
+    return nll, chi2

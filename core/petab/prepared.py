@@ -31,7 +31,7 @@ import numpy as np
 
 from ..errors import OptionError
 from ..results.status import Status
-from .likelihood import terms
+from .likelihood import summed_terms
 from .observables import Formulas
 from .problem import PetabProblem, load_problem
 from .reduction import ObjectiveRows
@@ -110,9 +110,8 @@ class PreparedObjective:
         simulated = self.simulation.run(self.runs, self.formulas.model_ids, sets, n, reduction)
         rows = simulated.rows
         sim, sigma = self.formulas.evaluate(simulated.values, sets, n, rows)
-        nll_rows, chi2_rows = terms(self._measurement[rows], sim, sigma, self._scale[rows],
-                                    self._distribution[rows])
-        nll, chi2 = nll_rows.sum(axis=0), chi2_rows.sum(axis=0)
+        nll, chi2 = summed_terms(self._measurement[rows], sim, sigma, self._scale[rows],
+                                 self._distribution[rows])
         if simulated.reduced is not None:  # the rows at finite times, scored on the device
             nll = simulated.reduced[0] + nll
             chi2 = simulated.reduced[1] + chi2
