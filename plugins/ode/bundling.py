@@ -54,6 +54,14 @@ def plan(table: np.ndarray, pilot_members: np.ndarray, pilot_steps: np.ndarray,
     """The bundling permutation from the pilot's measured steps. `table`: (varied, n)."""
     table = np.asarray(table, dtype=float)  # (varied, n): the table as it lies, no copy
     costs = np.maximum(np.asarray(pilot_steps, dtype=float), 1.0)
+    # only the columns that vary over the pilot are features: one the pilot sees at a
+    # single value tells the fit nothing (least squares would share the intercept
+    # with it), and an ensemble of runs x sets holds many such columns (a PEtab
+    # objective's fixed columns); the log and product below then skip them
+    sample = table[:, pilot_members]
+    varying = np.flatnonzero(np.any(sample != sample[:, :1], axis=1)) if table.size else []
+    if len(varying) < table.shape[0]:
+        table = table[varying]
     positive = bool(np.all(table > 0))
     if not np.all(np.isfinite(table)):
         table = np.where(np.isfinite(table), table, 1.0)
