@@ -72,3 +72,20 @@ def test_a_problem_past_its_budget_is_stopped_and_its_row_says_so(tmp_path):
     assert rows[0]["problem"] == PROBLEM
     assert rows[0]["error"] == "stopped after 0.5 s (--problem-budget)"
     assert "sets_per_s" not in rows[0]
+
+
+def test_the_profile_script_names_each_ensemble_and_the_host_time(tmp_path):
+    if not FOUND:
+        pytest.skip(f"no {ROOT / PROBLEM}")
+    done = subprocess.run([sys.executable, str(SCRIPT.parent / "petab_objective_profile.py"),
+                           PROBLEM, "--n", "16", "--cpu", "--top", "5"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith(f"=== {PROBLEM}: first ") and "runs 8" in lines[0]
+    ensembles = [json.loads(line.split("execute", 1)[1]) for line in lines
+                 if line.startswith("  execute")]
+    # Brannmark: its preequilibration, then the 8 runs' time courses
+    assert [e["members"] for e in ensembles] == [16, 8 * 16]
+    assert all(e["wall"] > 0 and "program.run" in e["spans"] for e in ensembles)
+    assert any(line.startswith("  outside execute: ") for line in lines)

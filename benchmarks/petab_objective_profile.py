@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""Where a repeated call of `sbmlgpu.petab.objective` spends its time.
+
+    python benchmarks/petab_objective_profile.py PROBLEM[,PROBLEM...] [--n 100000]
+                                                 [--cpu] [--top 28]
+
+Per problem of ../shared/models/petab-benchmark: the objective prepared, a first and
+a second call on --n sampled sets (compiles, the kept method's program), then a third
+call measured: its wall time; for each ensemble it ran (sbmlgpu.api.execute: the
+preequilibration, the time courses, the t = inf steady states) its wall time, times,
+members, solver kernels' seconds, method and the profiler's spans by name; the time
+outside those ensembles (the host's work on the problem: conditions, formulas,
+likelihood); and cProfile's `--top` functions by cumulative time (main thread only:
+threads' work shows as lock waits). Printed; the lines `=== `, `  execute` and
+`  outside` are the summary (docs/benchmarks.md quotes them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import pstats
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from tests.shared_data import MODELS  # noqa: E402
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("problems", help="comma-separated problem folders")
+    parser.add_argument("--n", type=int, default=100_000, help="parameter sets")
+    parser.add_argument("--cpu", action="store_true", help="the CPU path even with a GPU")
+    parser.add_argument("--top", type=int, default=28, help="cProfile lines")
+    args = parser.parse_args(argv)
+
+    import sbmlgpu.api as api
+    from sbmlgpu import runtime
+    from sbmlgpu.petab import objective
+    from sbmlgpu.petab.values import sampled_sets
+
+    devices = [] if args.cpu else runtime.get_devices()
+    device = [devices[0].index] if devices else "cpu"
+    ensembles: list[dict] = []
+    execute = api.execute
+
+    def measured(*a, **k):
+        started = time.perf_counter()
+        outcome = execute(*a, **k)
+        spans: dict[str, float] = {}
+        profiler = outcome.profiler
+        for span in (profiler.spans if profiler else []):
+            spans[span.name] = spans.get(span.name, 0.0) + span.seconds
+        ensembles.append({
+            "wall": time.perf_counter() - started, "times": len(a[1].times),
+            "members": int(outcome.result.status.shape[0]),
+            "kernels_s": sum(r.ms for r in (profiler.records if profiler else [])) / 1e3,
+            "method": outcome.result.metadata.get("method"),
+            "spans": {k: round(v, 4) for k, v in sorted(spans.items(), key=lambda kv: -kv[1])}})
+        return outcome
+
+    api.execute = measured  # sbmlgpu.petab.simulate imports it at each call
+    try:
+        for name in args.problems.split(","):
+            yaml = MODELS / "petab-benchmark" / name / f"{name}.yaml"
+            prepared = objective(yaml, device=device, options={"rtol": 1e-6, "atol": 1e-12})
+            sets = sampled_sets(prepared.problem, args.n, 0)
+            started = time.perf_counter()
+            prepared.evaluate(sets)
+            first = time.perf_counter() - started
+            prepared.evaluate(sets)  # the kept method's program
+            ensembles.clear()
+            profile = cProfile.Profile()
+            started = time.perf_counter()
+            profile.enable()
+            result = prepared.evaluate(sets)
+            profile.disable()
+            wall = time.perf_counter() - started
+            print(f"=== {name}: first {first:.2f}s repeated {wall:.3f}s method {result.method} "
+                  f"runs {len(prepared.runs.pairs)}")
+            for ensemble in ensembles:
+                print("  execute", json.dumps(ensemble))
+            print(f"  outside execute: {wall - sum(e['wall'] for e in ensembles):.3f}s")
+            text = io.StringIO()
+            pstats.Stats(profile, stream=text).sort_stats("cumulative").print_stats(args.top)
+            print(text.getvalue(), flush=True)
+    finally:
+        api.execute = execute
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
