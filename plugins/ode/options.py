@@ -28,8 +28,9 @@ class OdeOptions(BackendOptions):
     method: str = option(
         "auto", "integrator: rk4 (fixed step --dt), dopri5 (Dormand-Prince 5(4), adaptive, "
                 "non-stiff), rodas4 (Rosenbrock, adaptive, stiff; analytic Jacobian), auto "
-                "(rodas4 if the Jacobian at the initial state says the model is stiff over "
-                "the time span, else dopri5)", choices=METHODS)
+                "(rodas4 if the Jacobian, at the initial state of up to 2,048 members or "
+                "along eight members' trajectories, says the ensemble is stiff over the time "
+                "span, else dopri5)", choices=METHODS)
     dt: float = option(1e-3, "step of rk4 (each output interval is split into "
                              "ceil(interval/dt) equal steps)", minimum=0.0)
     rtol: float | None = option(None, "relative tolerance of dopri5/rodas4 "
