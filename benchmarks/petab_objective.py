@@ -370,14 +370,15 @@ def _in_child(folder: Path, args) -> dict:
                    "--seed", str(args.seed), "--out", tmp] + (["--cpu"] if args.cpu else [])
         child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                  text=True, start_new_session=True)
+        written = Path(tmp) / "petab_objective.json"
         try:
             log, _ = child.communicate(timeout=args.problem_budget)
         except subprocess.TimeoutExpired:
             os.killpg(child.pid, signal.SIGKILL)
             log, _ = child.communicate()
-            return {"error": f"stopped after {args.problem_budget:g} s (--problem-budget)",
-                    "log_tail": log[-2000:]}
-        written = Path(tmp) / "petab_objective.json"
+            if not written.exists():  # (its row written, only its exit was late: kept)
+                return {"error": f"stopped after {args.problem_budget:g} s "
+                                 f"(--problem-budget)", "log_tail": log[-2000:]}
         if not written.exists():
             return {"error": f"the child exited with status {child.returncode}",
                     "log_tail": log[-2000:]}

@@ -44,3 +44,9 @@ def test_the_plan_fits_only_the_columns_that_vary_over_the_pilot():
     assert plan.info["r_squared"] > 0.99
     ordered = table[2, plan.permutation.order]
     assert np.all(np.diff(ordered[:1000]) <= 1e-3 * ordered[:1000].max())  # descending cost
+
+
+def test_negative_costs_sort_as_they_are():
+    costs = np.r_[-1.0, -5.0, 0.0, np.ones(LEVELS_FROM)]
+    np.testing.assert_array_equal(bundle(costs, descending=False).order[:3], [1, 0, 2])
+    np.testing.assert_array_equal(bundle(costs).order[-3:], [2, 0, 1])

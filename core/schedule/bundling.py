@@ -108,9 +108,9 @@ def bundle(predicted_costs, group: int = WARP, *, descending: bool = True) -> Pe
     8 x 10^5 items: 5 ms against 74 ms for a stable sort of the costs, most of a
     bundling plan's time): positive costs within a factor (max / min)^(1/65534) of
     each other (1.0002 over six decades) count as equal and keep their order; zero
-    costs have a level of their own."""
+    costs have a level of their own. Costs with a negative one sort as they are."""
     costs = _check_costs(predicted_costs)
-    if costs.size >= LEVELS_FROM:
+    if costs.size >= LEVELS_FROM and not np.any(costs < 0):  # levels are of log cost
         positive = costs > 0
         if positive.any():
             smallest = float(costs[positive].min())
