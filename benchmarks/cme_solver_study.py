@@ -22,8 +22,15 @@ host propensities, CSR), from the uniform vector to the normalised residual --to
   Jacobi step, `sa`; De Sterck et al., SIAM J. Sci. Comput. 32(1), 2010, "Smoothed
   aggregation multigrid for Markov chains"): preconditioner applications.
 
+- `kcycle`: what `gmres-tg` becomes with the coarse level no longer exact (Notay's
+  K-cycle): flexible GMRES(30) at the top, preconditioned by the linear aggregation
+  cycle of every level (runs of 4, weights of p0, 2 + 2 Jacobi sweeps), each coarse
+  level solved by 2 flexible GMRES iterations preconditioned by the next, the
+  coarsest (at most 400 states) exactly: work in fine-sweep equivalents, the 200
+  Jacobi sweeps of p0 included.
+
 The exact coarse solves make `twolevel` and `gmres-*` a bound, not a solver: none of
-them is built in plugins/cme. JSON to DIR/cme_solver_study_<model>_<bound>.json.
+them is built in plugins/cme, nor is `kcycle`. JSON to DIR/cme_solver_study_<model>_<bound>.json.
 """
 
 from __future__ import annotations
@@ -183,6 +190,85 @@ def preconditioned_gmres(engine, a, tol: float, smoothed: bool) -> dict:
             "coarse_nnz_per_row": coarse.nnz / nc}
 
 
+def _fgmres(a, b, precondition, iterations: int, work: list, share: float) -> np.ndarray:
+    """`iterations` steps of flexible GMRES (right preconditioning that may change from
+    step to step) on a x = b from 0; `work[0]` += `share` per product with a."""
+    beta = float(np.linalg.norm(b))
+    if beta == 0:
+        return np.zeros_like(b)
+    basis, directions = [b / beta], []
+    h = np.zeros((iterations + 1, iterations))
+    for j in range(iterations):
+        z = precondition(basis[j])
+        directions.append(z)
+        v = a @ z
+        work[0] += share
+        for i in range(j + 1):
+            h[i, j] = v @ basis[i]
+            v = v - h[i, j] * basis[i]
+        h[j + 1, j] = np.linalg.norm(v)
+        if h[j + 1, j] == 0:
+            iterations = j + 1
+            break
+        basis.append(v / h[j + 1, j])
+    rhs = np.zeros(iterations + 1)
+    rhs[0] = beta
+    y = np.linalg.lstsq(h[:iterations + 1, :iterations], rhs, rcond=None)[0]
+    return sum(y[i] * directions[i] for i in range(iterations))
+
+
+def kcycle(engine, a, tol: float, sweeps: int = 2, inner: int = 2, restart: int = 30,
+           coarsest: int = 400) -> dict:
+    n0 = engine.n
+    p0 = engine.jacobi(np.full(n0, 1.0 / n0), 200, 0.9)
+    p0 /= p0.sum()
+    w = np.maximum(p0, 1e-300)
+    levels, level = [], a
+    while level.shape[0] > coarsest:  # the linear aggregation hierarchy, weights of p0
+        n = level.shape[0]
+        pa = sps.csr_matrix((np.ones(n), (np.arange(n), np.arange(n) // 4)),
+                            shape=(n, -(-n // 4)))
+        wc = pa.T @ w
+        interpolation = (sps.diags(w) @ pa @ sps.diags(1.0 / wc)).tocsr()
+        d = level.diagonal()
+        levels.append((level, interpolation, pa.T.tocsr(), 1.0 / np.where(d != 0, d, -1.0)))
+        level, w = (pa.T @ level @ interpolation).tocsr(), wc
+    nc = level.shape[0]
+    last = splu(sps.bmat([[level, np.ones((nc, 1))], [np.ones((1, nc)), None]]).tocsc())
+    work = [200.0]
+
+    def cycle(k, r):
+        if k == len(levels):
+            return last.solve(np.r_[r, 0.0])[:-1]
+        m, interpolation, restriction, inverse = levels[k]
+        share = m.shape[0] / n0
+        x = np.zeros_like(r)
+        for _ in range(sweeps):
+            x = x + 0.7 * inverse * (r - m @ x)
+        coarse_r = restriction @ (r - m @ x)
+        if k + 1 == len(levels):
+            correction = cycle(k + 1, coarse_r)
+        else:
+            coarse = levels[k + 1][0]
+            correction = _fgmres(coarse, coarse_r, lambda v: cycle(k + 1, v), inner, work,
+                                 coarse.shape[0] / n0)
+        x = x + interpolation @ correction
+        for _ in range(sweeps):
+            x = x + 0.7 * inverse * (r - m @ x)
+        work[0] += share * (2 * sweeps + 2)
+        return x
+
+    x, outer = p0.copy(), 0
+    residual = normalised_residual(a, engine.norm_inf, x)
+    while residual > tol and outer < 60:
+        work[0] += 1.0  # the residual -a x
+        x = x + _fgmres(a, -(a @ x), lambda v: cycle(0, v), restart, work, 1.0)
+        outer += 1
+        residual = normalised_residual(a, engine.norm_inf, x)
+    return {"outer": outer, "work_sweeps": work[0], "converged": residual <= tol,
+            "residual": residual, "levels": [lv[0].shape[0] for lv in levels] + [nc]}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -191,7 +277,7 @@ def main(argv=None) -> int:
     parser.add_argument("--tol", type=float, default=1e-8)
     parser.add_argument("--skip", nargs="*", default=[],
                         choices=["jacobi", "vcycle", "wcycle", "twolevel", "gmres-tg",
-                                 "gmres-sa"])
+                                 "gmres-sa", "kcycle"])
     parser.add_argument("--out", default=os.environ.get("OUT", "."))
     args = parser.parse_args(argv)
     engine = generator(args.model, args.bound)
@@ -206,7 +292,8 @@ def main(argv=None) -> int:
         "wcycle": lambda: cycles(engine, a, args.tol, gamma=2),
         "twolevel": lambda: cycles(engine, a, args.tol, gamma=1, depth=2, exact_coarsest=True),
         "gmres-tg": lambda: preconditioned_gmres(engine, a, args.tol, smoothed=False),
-        "gmres-sa": lambda: preconditioned_gmres(engine, a, args.tol, smoothed=True)}
+        "gmres-sa": lambda: preconditioned_gmres(engine, a, args.tol, smoothed=True),
+        "kcycle": lambda: kcycle(engine, a, args.tol)}
     for name, study in studies.items():
         if name in args.skip:
             continue

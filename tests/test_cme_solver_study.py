@@ -22,10 +22,12 @@ def test_every_study_reaches_the_tolerance_on_a_small_toggle_switch(tmp_path):
                           "--out", str(tmp_path)]) == 0
     row = json.loads((tmp_path / "cme_solver_study_toggle_40.json").read_text())
     assert row["states"] == 4 * 41 * 41 - 4 and row["levels"][0] == row["states"]
-    for name in ("jacobi", "vcycle", "wcycle", "twolevel", "gmres-tg", "gmres-sa"):
+    for name in ("jacobi", "vcycle", "wcycle", "twolevel", "gmres-tg", "gmres-sa", "kcycle"):
         assert row[name]["converged"], (name, row[name])
     assert row["jacobi"]["sweeps"] > 0
     for name in ("vcycle", "wcycle", "twolevel"):
         assert row[name]["residual"] <= 1e-8 and 0 < row[name]["rate_per_cycle"] < 1
         assert row[name]["work_sweeps"] > row[name]["cycles"]  # 9 sweeps a cycle at least
     assert row["gmres-tg"]["applies"] > 0 and row["gmres-sa"]["applies"] > 0
+    assert row["kcycle"]["residual"] <= 1e-8 and row["kcycle"]["work_sweeps"] > 200
+    assert row["kcycle"]["levels"][0] == row["states"]
