@@ -142,6 +142,16 @@ def cycles(engine, a, tol: float, gamma: int, depth: int | None = None,
             "residual": history[-1], "rate_per_cycle": rate}
 
 
+def aggregation_operators(w: np.ndarray):
+    """(restriction P^T, interpolation diag(w) P / P^T w) of runs of 4 consecutive
+    states weighted by w: the linear form of plugins/cme's aggregation."""
+    n = len(w)
+    pa = sps.csr_matrix((np.ones(n), (np.arange(n), np.arange(n) // 4)),
+                        shape=(n, -(-n // 4)))
+    restriction = pa.T.tocsr()
+    return restriction, (sps.diags(w) @ pa @ sps.diags(1.0 / (restriction @ w))).tocsr()
+
+
 def preconditioned_gmres(engine, a, tol: float, smoothed: bool) -> dict:
     n = engine.n
     d = engine.diag
@@ -149,11 +159,8 @@ def preconditioned_gmres(engine, a, tol: float, smoothed: bool) -> dict:
     p0 = engine.jacobi(np.full(n, 1.0 / n), 200, 0.9)
     p0 /= p0.sum()
     w = np.maximum(p0, 1e-300)
-    agg = np.arange(n) // 4
-    nc = int(agg[-1]) + 1
-    pa = sps.csr_matrix((np.ones(n), (np.arange(n), agg)), shape=(n, nc))
-    interpolation = (sps.diags(w) @ pa @ sps.diags(1.0 / (pa.T @ w))).tocsr()
-    restriction = pa.T.tocsr()
+    restriction, interpolation = aggregation_operators(w)
+    nc = restriction.shape[0]
     if smoothed:
         step = sps.eye(n) - 0.7 * sps.diags(inverse) @ a
         interpolation = (step @ interpolation).tocsr()
@@ -225,14 +232,10 @@ def kcycle(engine, a, tol: float, sweeps: int = 2, inner: int = 2, restart: int 
     w = np.maximum(p0, 1e-300)
     levels, level = [], a
     while level.shape[0] > coarsest:  # the linear aggregation hierarchy, weights of p0
-        n = level.shape[0]
-        pa = sps.csr_matrix((np.ones(n), (np.arange(n), np.arange(n) // 4)),
-                            shape=(n, -(-n // 4)))
-        wc = pa.T @ w
-        interpolation = (sps.diags(w) @ pa @ sps.diags(1.0 / wc)).tocsr()
+        restriction, interpolation = aggregation_operators(w)
         d = level.diagonal()
-        levels.append((level, interpolation, pa.T.tocsr(), 1.0 / np.where(d != 0, d, -1.0)))
-        level, w = (pa.T @ level @ interpolation).tocsr(), wc
+        levels.append((level, interpolation, restriction, 1.0 / np.where(d != 0, d, -1.0)))
+        level, w = (restriction @ level @ interpolation).tocsr(), restriction @ w
     nc = level.shape[0]
     last = splu(sps.bmat([[level, np.ones((nc, 1))], [np.ones((1, nc)), None]]).tocsc())
     work = [200.0]
