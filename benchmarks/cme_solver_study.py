@@ -283,6 +283,9 @@ def main(argv=None) -> int:
                                  "gmres-sa", "kcycle"])
     parser.add_argument("--out", default=os.environ.get("OUT", "."))
     args = parser.parse_args(argv)
+    if args.bound < 1 or not args.tol > 0:
+        parser.error(f"--bound must be at least 1 and --tol positive, not {args.bound}, "
+                     f"{args.tol}")
     engine = generator(args.model, args.bound)
     a = (engine.offdiag + sps.diags(engine.diag)).tocsr()
     row = {"benchmark": "cme_solver_study", "model": args.model, "bound": args.bound,

@@ -39,6 +39,11 @@ def main(argv=None) -> int:
     parser.add_argument("--cpu", action="store_true", help="the CPU path even with a GPU")
     parser.add_argument("--top", type=int, default=28, help="cProfile lines")
     args = parser.parse_args(argv)
+    missing = [name for name in args.problems.split(",")
+               if not (MODELS / "petab-benchmark" / name / f"{name}.yaml").is_file()]
+    if missing or args.n < 1:
+        parser.error(f"no problem {', '.join(missing)} in {MODELS / 'petab-benchmark'}"
+                     if missing else f"--n must be at least 1, not {args.n}")
 
     import sbmlgpu.api as api
     from sbmlgpu import runtime
