@@ -21,7 +21,7 @@ import json
 import math
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, astuple, dataclass, field
 from typing import Any, Callable, Iterable
 
 from .errors import OptionError
@@ -240,7 +240,9 @@ class Profiler:
         self._origin = time.perf_counter()
         self._lock = threading.Lock()
         self._records: list[LaunchRecord] = []
-        self._spans: list[Span] = []
+        #: each span's fields, made a Span when read (`spans`): a run records several,
+        #: and a frozen dataclass takes ~1.5 us to build (issue 13's fixed cost)
+        self._spans: list[tuple] = []
         self._observers: list[Callable[[LaunchRecord], Any]] = list(observers)
         self._peaks: dict[int, Peaks] = dict(peaks or {})
         self._measured: set[int] = set()
@@ -306,24 +308,23 @@ class Profiler:
 
     def add_span(self, name: str, start_s: float, end_s: float, *, category: str = "host",
                  device=None, **meta) -> Span:
+        return Span(*self._add_span(name, start_s, end_s, category, device, meta))
+
+    def _add_span(self, name: str, start_s: float, end_s: float, category: str, device,
+                  meta: dict) -> tuple:
         if not end_s >= start_s:
             raise OptionError("span", f"{name!r} ends ({end_s}) before it starts ({start_s})")
-        span = Span(name, float(start_s), float(end_s), category, _device_index(device),
-                    threading.current_thread().name, meta)
+        fields = (name, float(start_s), float(end_s), category, _device_index(device),
+                  threading.current_thread().name, meta)
         with self._lock:
-            self._spans.append(span)
-        return span
+            self._spans.append(fields)
+        return fields
 
-    @contextlib.contextmanager
-    def span(self, name: str, *, category: str = "host", device=None, **meta):
+    def span(self, name: str, *, category: str = "host", device=None,
+             **meta) -> "_Timed":
         """Time the `with` block as a host phase; `device` (Device or index) puts it on
         that device's track. Recorded even when the block raises."""
-        started = self.clock()
-        try:
-            yield
-        finally:
-            self.add_span(name, started, self.clock(), category=category, device=device,
-                          **meta)
+        return _Timed(self, name, category, device, meta)
 
     # --- peaks -------------------------------------------------------------------
     def register_device(self, device) -> None:
@@ -373,7 +374,8 @@ class Profiler:
     @property
     def spans(self) -> list[Span]:
         with self._lock:
-            return list(self._spans)
+            fields = list(self._spans)
+        return [Span(*f) for f in fields]
 
     def summary(self) -> list[KernelSummary]:
         return summarize(self.records, self.peaks)
@@ -404,7 +406,7 @@ class Profiler:
         peaks = {int(i): Peaks(**p) for i, p in data.get("peaks", {}).items()}
         profiler = cls(peaks=peaks)
         profiler._records = [LaunchRecord.from_dict(r) for r in data.get("launches", [])]
-        profiler._spans = [Span.from_dict(s) for s in data.get("spans", [])]
+        profiler._spans = [astuple(Span.from_dict(s)) for s in data.get("spans", [])]
         return profiler
 
     def chrome_trace(self) -> dict:
@@ -460,6 +462,24 @@ class Profiler:
         """Write `chrome_trace()`; open it in chrome://tracing or ui.perfetto.dev."""
         with open(path, "w") as out:
             json.dump(self.chrome_trace(), out, allow_nan=False, default=_jsonable)
+
+
+class _Timed:
+    """The context of `Profiler.span`: a class rather than a contextlib generator,
+    which cost a span ~2.5 us more (a run records several; issue 13's fixed cost)."""
+
+    __slots__ = ("profiler", "name", "category", "device", "meta", "started")
+
+    def __init__(self, profiler: Profiler, name: str, category: str, device, meta: dict):
+        self.profiler, self.name, self.category = profiler, name, category
+        self.device, self.meta = device, meta
+
+    def __enter__(self) -> None:
+        self.started = self.profiler.clock()
+
+    def __exit__(self, *exc) -> None:
+        self.profiler._add_span(self.name, self.started, self.profiler.clock(),  # noqa: SLF001
+                                self.category, self.device, self.meta)
 
 
 def _jsonable(value):
