@@ -22,7 +22,7 @@ import functools
 import importlib.metadata
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, Hashable, TypeVar
 
 import pluggy
 
@@ -37,6 +37,7 @@ GROUP = "sbmlgpu"
 CORE = "sbmlgpu (core)"
 TIME_COURSE = "time-course"
 log = logging.getLogger("sbmlgpu")
+T = TypeVar("T")
 
 
 class PluginError(SbmlGpuError):
@@ -117,7 +118,7 @@ def _load_entry_points(pm: pluggy.PluginManager) -> None:
         except Exception as exc:  # noqa: BLE001 - any failure of a plugin is reported
             _report(pm, _loading_report(dist, ep, exc))
             continue
-        pm._plugin_distinfo.append((plugin, dist))  # noqa: SLF001 - as pluggy's own loader
+        pm.add_distinfo(plugin, dist)
     _drop_unknown_hooks(pm)
 
 
@@ -141,12 +142,66 @@ def _hook_names(plugin) -> list[str]:
             and getattr(getattr(plugin, n, None), marker, None) is not None]
 
 
+class _Manager(pluggy.PluginManager):
+    """pluggy's manager, counting the changes to its plugins: what is derived from
+    them (backends, their distributions, network passes, observers) is kept until the
+    next change (`_memo`), as every run asks for it several times (issue 13)."""
+
+    changes = 0
+
+    def register(self, plugin, name=None):
+        try:
+            return super().register(plugin, name)
+        finally:
+            self.changes += 1
+
+    def unregister(self, plugin=None, name=None):  # set_blocked comes here too
+        try:
+            return super().unregister(plugin, name)
+        finally:
+            self.changes += 1
+
+    def add_hookspecs(self, module_or_class) -> None:
+        try:
+            super().add_hookspecs(module_or_class)
+        finally:
+            self.changes += 1
+
+    def add_distinfo(self, plugin, dist) -> None:
+        """Record the distribution of an entry point's plugin, as pluggy's own loader
+        (load_setuptools_entrypoints) does."""
+        self._plugin_distinfo.append((plugin, dist))
+        self.changes += 1
+
+
+def _plugins_state(pm: pluggy.PluginManager) -> Hashable:
+    """What identifies the registered plugins of `pm`: its count of changes, or for a
+    manager made elsewhere the plugins and distributions themselves."""
+    if isinstance(pm, _Manager):
+        return pm.changes
+    return (frozenset(id(plugin) for plugin in pm.get_plugins()),
+            tuple(id(plugin) for plugin, _ in pm.list_plugin_distinfo()))
+
+
+def _memo(pm: pluggy.PluginManager, what: Hashable, build: Callable[[], T]) -> T:
+    """build(), kept on `pm` under `what` until its plugins change (_plugins_state).
+    A build that raises keeps nothing (its error comes again, with its report)."""
+    state = _plugins_state(pm)
+    memo = pm.__dict__.get("sbmlgpu_memo")
+    if memo is None or memo[0] != state:
+        memo = pm.__dict__["sbmlgpu_memo"] = (state, {})
+    table = memo[1]
+    if what not in table:
+        table[what] = build()
+    return table[what]
+
+
 def new_manager(entry_points: bool = True) -> pluggy.PluginManager:
     """A fresh manager with the hook specs and core's writers; with the installed
     plugins unless `entry_points` is False (tests register their own)."""
     from .results import writers as core_writers
 
-    pm = pluggy.PluginManager(hookspecs.PROJECT)
+    pm = _Manager(hookspecs.PROJECT)
     pm.add_hookspecs(hookspecs)
     pm.register(core_writers, name=CORE)
     if entry_points:
@@ -169,18 +224,16 @@ def _origins(pm: pluggy.PluginManager) -> dict[int, tuple[str, str]]:
     """{id(plugin): (distribution, version)}, memoised per set of registered plugins:
     reading a distribution's metadata parses its METADATA file, and every run asks
     several times (backend, provider, transforms, observers)."""
-    pairs = pm.list_plugin_distinfo()  # pluggy wraps each dist anew: key by plugin
-    key = tuple(id(plugin) for plugin, _ in pairs)
-    cache = pm.__dict__.setdefault("sbmlgpu_origins", {})
-    if key not in cache:
+    def read() -> dict[int, tuple[str, str]]:
         from . import __version__
         from .results import writers as core_writers
 
-        origins = {id(plugin): (dist.metadata["Name"], dist.version) for plugin, dist in pairs}
+        origins = {id(plugin): (dist.metadata["Name"], dist.version)
+                   for plugin, dist in pm.list_plugin_distinfo()}
         origins[id(core_writers)] = ("sbmlgpu", __version__)
-        cache.clear()
-        cache[key] = origins
-    return cache[key]
+        return origins
+
+    return _memo(pm, "origins", read)
 
 
 def _calls(pm: pluggy.PluginManager, hook_name: str):
@@ -251,23 +304,22 @@ def _backend_items(answer, where: Provided) -> list[tuple[str, "Backend"]]:
     return out
 
 
+def _backend_entries(pm: pluggy.PluginManager) -> dict[str, Provided]:
+    """backend_entries, not copied: for reading only."""
+    return _memo(pm, "backends", lambda: dict(sorted(
+        _entries(pm, "sbmlgpu_backends", "backend", _backend_items).items())))
+
+
 def backend_entries(pm: pluggy.PluginManager | None = None) -> dict[str, Provided]:
     """{backend name: Provided(backend, plugin, distribution, version)}, sorted by name;
     memoised per set of registered plugins, as _origins is: a run asks several times,
     and the same Backend instances let a loaded model keep its compiled programs."""
-    pm = pm or manager()
-    key = frozenset(id(plugin) for plugin in pm.get_plugins())
-    cache = pm.__dict__.setdefault("sbmlgpu_backend_entries", {})
-    if key not in cache:
-        entries = _entries(pm, "sbmlgpu_backends", "backend", _backend_items)
-        cache.clear()
-        cache[key] = dict(sorted(entries.items()))
-    return dict(cache[key])
+    return dict(_backend_entries(pm or manager()))
 
 
 def backends(pm: pluggy.PluginManager | None = None) -> dict[str, "Backend"]:
     """{name: Backend} of every installed backend."""
-    return {name: e.value for name, e in backend_entries(pm).items()}
+    return {name: e.value for name, e in _backend_entries(pm or manager()).items()}
 
 
 def _unknown_backend(name: str, installed, pm) -> OptionError:
@@ -285,10 +337,10 @@ def _unknown_backend(name: str, installed, pm) -> OptionError:
 def backend(name: str, pm: pluggy.PluginManager | None = None) -> "Backend":
     """The installed backend called `name`; an OptionError listing the installed
     ones (and the closest names) if there is none."""
-    installed = backends(pm)
+    installed = _backend_entries(pm or manager())
     if name in installed:
-        return installed[name]
-    raise _unknown_backend(name, installed, pm)
+        return installed[name].value
+    raise _unknown_backend(name, list(installed), pm)
 
 
 def backends_for(kind: str, pm: pluggy.PluginManager | None = None) -> dict[str, "Backend"]:
@@ -305,7 +357,15 @@ def backend_for(task_cls, name: str | None = None,
                 pm: pluggy.PluginManager | None = None) -> "Backend":
     """The backend that answers tasks of `task_cls`: `name`, else the task's default
     (its fallback where the default is not installed), else the only installed backend
-    that implements it; an OptionError otherwise."""
+    that implements it; an OptionError otherwise. Memoised per set of plugins (every
+    run asks), keyed by what of the task class it reads."""
+    pm = pm or manager()
+    key = ("backend_for", task_cls, task_cls.kind, task_cls.default_backend,
+           getattr(task_cls, "fallback_backend", None), name)
+    return _memo(pm, key, lambda: _backend_for(task_cls, name, pm))
+
+
+def _backend_for(task_cls, name: str | None, pm: pluggy.PluginManager) -> "Backend":
     able = backends_for(task_cls.kind, pm)
     if name is None:
         default = task_cls.default_backend
@@ -333,7 +393,7 @@ def backend_for(task_cls, name: str | None = None,
 def provider(name: str, pm: pluggy.PluginManager | None = None) -> tuple[str, str]:
     """(distribution, version) of the plugin that provides backend `name`."""
     backend(name, pm)  # the error for an unknown name
-    entry = backend_entries(pm)[name]
+    entry = _backend_entries(pm or manager())[name]
     return entry.distribution, entry.version
 
 
@@ -388,22 +448,29 @@ def _transform_order(impls) -> list:
     return first + plain + last
 
 
+def _transforms(pm: pluggy.PluginManager) -> list[tuple[Any, str, str]]:
+    """(implementation, distribution, version) of each network pass, in the order
+    they apply; memoised per set of plugins."""
+    def order() -> list[tuple[Any, str, str]]:
+        origins = _origins(pm)
+        return [(impl, *origins.get(id(impl.plugin), ("(registered directly)", "")))
+                for impl in _transform_order(
+                    pm.hook.sbmlgpu_transform_network.get_hookimpls())]
+
+    return _memo(pm, "transforms", order)
+
+
 def has_transforms(pm: pluggy.PluginManager | None = None) -> bool:
     """True when some plugin implements `sbmlgpu_transform_network`."""
-    pm = pm or manager()
-    return bool(_transform_order(pm.hook.sbmlgpu_transform_network.get_hookimpls()))
+    return bool(_transforms(pm or manager()))
 
 
 def transform(network: "Network", pm: pluggy.PluginManager | None = None) -> "Network":
     """Apply every plugin's `sbmlgpu_transform_network` in registration order. A pass
     may refuse the model (UnsupportedModelError); one that fails otherwise is
     reported and skipped."""
-    from .ir import Network
-
     pm = pm or manager()
-    origins = _origins(pm)
-    for impl in _transform_order(pm.hook.sbmlgpu_transform_network.get_hookimpls()):
-        dist, version = origins.get(id(impl.plugin), ("(registered directly)", ""))
+    for impl, dist, version in _transforms(pm):
         try:
             out = impl.function(network=network)
         except UnsupportedModelError:
@@ -415,6 +482,8 @@ def transform(network: "Network", pm: pluggy.PluginManager | None = None) -> "Ne
             continue
         if out is None:
             continue
+        from .ir import Network  # here: with no pass installed a run needs none of it
+
         if not isinstance(out, Network):
             raise PluginError(f"plugin {impl.plugin_name}: sbmlgpu_transform_network returned "
                               f"{type(out).__name__}, expected a Network or None")
@@ -427,8 +496,8 @@ def profile_observers(pm: pluggy.PluginManager | None = None) -> list:
     observes launches, so that the profiler's hot path stays free. An observer that
     raises is reported once and not called again."""
     pm = pm or manager()
-    return [_guarded_observer(pm, impl, dist, version)
-            for impl, dist, version in _calls(pm, "sbmlgpu_profile_record")]
+    calls = _memo(pm, "observers", lambda: list(_calls(pm, "sbmlgpu_profile_record")))
+    return [_guarded_observer(pm, impl, dist, version) for impl, dist, version in calls]
 
 
 def _guarded_observer(pm, impl, dist: str, version: str):
