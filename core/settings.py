@@ -64,6 +64,12 @@ def _rules(cls) -> tuple:
                  for f in dataclasses.fields(cls))
 
 
+@functools.lru_cache(maxsize=None)
+def _names(cls) -> tuple[str, ...]:
+    """The field names of a settings class, read once (as_dict: every run's metadata)."""
+    return tuple(f.name for f in dataclasses.fields(cls))
+
+
 class Settings:
     """Base of every dataclass of declared fields (use as a dataclass mixin)."""
 
@@ -110,7 +116,7 @@ class Settings:
 
     def as_dict(self) -> dict[str, Any]:
         """{field name: value}, for result metadata (JSON-friendly where possible)."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return {name: getattr(self, name) for name in _names(type(self))}
 
 
 # -- parsers for command-line values ------------------------------------------------------
