@@ -70,7 +70,11 @@ def check_result_size(task: "TimeCourse", network: "Network",
                                     f"{_gigabytes(need)} for the result; the limit is "
                                     f"{MAX_OUTPUT_TIMES:,} output times (pick the times "
                                     f"that matter with --times)")
-    limit = result_limit_bytes() if limit is None else limit
+    if limit is None:
+        # the free space of the temporary folder (a statfs) only where memory is short:
+        # every run checks, and the limit is the larger of the two
+        memory = physical_memory()
+        limit = memory if need <= memory else result_limit_bytes()
     if need > limit:
         option = "points" if members == 1 else "ensemble"
         raise OptionError(option, f"{members:,} member(s) x {times:,} output times x "
