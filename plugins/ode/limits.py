@@ -47,20 +47,13 @@ def bound_hint(options: OdeOptions) -> str:
 def metadata(options: OdeOptions, status: np.ndarray, steps: np.ndarray, second) -> dict:
     """The run's limits and the members that reached them; `second`: the passes'
     report (sbmlgpu.plugins.ode.passes.PassReport)."""
-    status = np.asarray(status)
-    members = {}
-    for name in LIMIT_STATUSES:
-        hit = np.flatnonzero(status == int(Status.__members__[name]))
-        if hit.size:
-            members[name] = {"count": int(hit.size),
-                             "members": [int(i) for i in hit[:MAX_LISTED]]}
-    slowest = int(np.argmax(steps)) if steps.size else None
+    slowest = int(steps.argmax()) if steps.size else None
     return {
         "limits": {"max_steps": options.max_steps,
                    "max_steps_per_interval": options.max_steps_per_interval,
                    "member_time_limit_s": options.member_time_limit,
                    "pass_steps": second.pass_steps},
-        "limit_members": members,
+        "limit_members": _limit_members(np.asarray(status).ravel()),
         "steps_max_member": slowest,
         "slowest_member": _slowest(slowest, steps, second),
         "first_pass_seconds": second.first_seconds,
@@ -75,6 +68,19 @@ def metadata(options: OdeOptions, status: np.ndarray, steps: np.ndarray, second)
         # last with the full budget ({max_steps, members, where, seconds} each)
         "later_passes": list(second.stages),
     }
+
+
+def _limit_members(status: np.ndarray) -> dict:
+    """{limit: {"count", "members"}} for each limit some member reached."""
+    members: dict = {}
+    if not (status != Status.ok).any():  # the usual run: one look, not one per limit
+        return members
+    for name in LIMIT_STATUSES:
+        hit = (status == int(Status.__members__[name])).nonzero()[0]
+        if hit.size:
+            members[name] = {"count": int(hit.size),
+                             "members": [int(i) for i in hit[:MAX_LISTED]]}
+    return members
 
 
 def _step_totals(steps: np.ndarray, members: np.ndarray) -> dict | None:
@@ -92,9 +98,9 @@ def _slowest(member: int | None, steps: np.ndarray, second) -> dict | None:
         return None
     seconds = second.member_seconds[member] if member < len(second.member_seconds) \
         else float("nan")
-    own = bool(np.isin(member, second.measured))
+    own = member in second.measured  # `in`, not np.isin: ~12 us for one member
     return {"member": member, "steps": int(steps[member]),
             "seconds": float(seconds) if seconds == seconds else None,
             "seconds_are": "its own, on a host thread" if own
             else "its launch's wall time (an upper bound)",
-            "pass": 2 if np.isin(member, second.rerun) else 1}
+            "pass": 2 if member in second.rerun else 1}
