@@ -264,4 +264,4 @@ class HostEngine:
         settings["n"] = table.shape[1]
         out, status, steps = self.kernel.run(table, times, n_outputs, settings, members,
                                              first_member)
-        return BatchOutput(status, steps, np.moveaxis(out, -1, 0))
+        return BatchOutput(status, steps, out.transpose(2, 0, 1))  # np.moveaxis(out, -1, 0)

@@ -53,7 +53,7 @@ class Destination:
 
 def destination(shape: tuple[int, ...], spill: Spill = Spill()) -> Destination:
     """A float64 array of `shape`, in memory or (larger than the limit) a file."""
-    nbytes = int(np.prod(shape, dtype=np.int64)) * 8
+    nbytes = math.prod(shape) * 8  # Python ints: no wrap-around, and np.prod costs ~3 us
     if nbytes <= spill.limit_bytes:
         return Destination(np.empty(shape, dtype=np.float64))
     if spill.directory is not None and not os.path.isdir(spill.directory):
