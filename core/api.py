@@ -19,13 +19,14 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
-from . import model_cache, plugin_manager
+from . import model_cache, plugin_manager, runtime
 from .backend import Backend, BackendOptions
 from .errors import DeviceError, OptionError, UnsupportedModelError
 from .profile import Profiler
 from .results import Result
 from .schedule import Scheduler
 from .tasks import DEFAULT_POINTS, Task, TimeCourse, output_times  # noqa: F401 - re-exported
+from .tasks.limits import check_result_size
 
 if TYPE_CHECKING:  # pragma: no cover - the IR imports sympy, which a cached run skips
     from .ir import Network
@@ -102,8 +103,6 @@ def select_devices(device, backend: Backend, task: Task | None = None) -> list:
         return []
     if cpu_only:
         raise OptionError("device", f"backend {backend.name!r} runs on the CPU only")
-    from . import runtime
-
     if device == "auto":
         if _few_members_for_the_cpu(backend, task):
             return []
@@ -122,9 +121,7 @@ def select_devices(device, backend: Backend, task: Task | None = None) -> list:
 
 
 def host_cores() -> int:
-    from .runtime.host import host_cores as cores
-
-    return cores()
+    return runtime.host.host_cores()
 
 
 _SAID_FEW_MEMBERS: set = set()
@@ -265,14 +262,13 @@ def execute(model, task: Task, backend: str | None = None, *, options=None, devi
             log.debug(f"model cache: {miss}; running cold")
             # the cold run's own record (the attempt may have recorded spans)
             profiler = Profiler(observers=plugin_manager.profile_observers())
-    bound = model_cache.bound_key(task)
+    # the task's ids as asked (bind rewrites them), for the entry of the model cache
+    bound = model_cache.bound_key(task) if cached is not None else None
     network = plugin_manager.transform(load_model(model))
     chosen = choose_backend(type(task), network, backend, options)
     opts = backend_options(chosen, options)
     task.bind(network)
     if isinstance(task, TimeCourse):
-        from .tasks.limits import check_result_size
-
         check_result_size(task, network)
     devices = select_devices(device, chosen, task)
     program = compiled_program(chosen, network, opts, devices[0] if devices else None)
@@ -384,8 +380,6 @@ class CachedRun:
         if outputs is not None:
             task.outputs = tuple(outputs)  # as the model check wrote them
         if isinstance(task, TimeCourse):
-            from .tasks.limits import check_result_size
-
             columns = task.outputs or tuple(entry.get("default_outputs") or ())
             check_result_size(dataclasses.replace(task, outputs=columns), None)
         devices = select_devices(device, chosen, task)

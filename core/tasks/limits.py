@@ -16,6 +16,7 @@ import tempfile
 from typing import TYPE_CHECKING
 
 from ..errors import OptionError
+from ..outputs import default_outputs
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..ir import Network
@@ -52,8 +53,6 @@ def result_limit_bytes() -> int:
 def output_count(task: "TimeCourse", network: "Network") -> int:
     if task.outputs is not None:
         return len(task.outputs)
-    from ..outputs import default_outputs
-
     return len(default_outputs(network))
 
 

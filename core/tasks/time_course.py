@@ -146,12 +146,14 @@ class TimeCourse(Task):
             raise OptionError("seed", f"{seed!r}: need an integer from 0 to 2^64 - 1")
 
     def check_network(self, network: "Network") -> None:
-        from ..ensemble import check_ids
-        from ..outputs import check_outputs
+        if self.parameters:
+            from ..ensemble import check_ids
 
-        for sbml_id in self.parameters or ():  # each named by the option that gave it
-            check_ids(network, [sbml_id], self.sources.get(sbml_id, "parameters"))
+            for sbml_id in self.parameters:  # each named by the option that gave it
+                check_ids(network, [sbml_id], self.sources.get(sbml_id, "parameters"))
         if self.outputs is not None:
+            from ..outputs import check_outputs
+
             names = tuple(o.name for o in check_outputs(network, self.outputs))
             self.outputs = tuple(dict.fromkeys(names))  # a column once, in first order
             if len(self.outputs) < len(names):
