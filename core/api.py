@@ -9,6 +9,7 @@ provenance, kept sources and profile files.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import logging
 import re
@@ -226,13 +227,28 @@ def _check_supported(backend: Backend, network: Network) -> None:
              lambda: backend.check_supported(network) or True)
 
 
-def compiled_program(backend: Backend, network: Network, options: BackendOptions, device):
+def options_key(options: BackendOptions) -> str:
+    """The options' values as a key of compiled programs: their repr, which keeps 1,
+    1.0 and True apart (equal values that may compile differently)."""
+    return repr(sorted(options.as_dict().items()))
+
+
+@functools.lru_cache(maxsize=None)
+def default_options_key(cls: type[BackendOptions]) -> str:
+    """options_key of the class's defaults, once per class: a run without options
+    makes the same default object every time, and the repr costs ~10 us (issue 13)."""
+    return options_key(cls().validate())
+
+
+def compiled_program(backend: Backend, network: Network, options: BackendOptions, device,
+                     settings: str | None = None):
     """backend.compile, once per loaded network, backend, options and device: a
     repeated run of a loaded model reuses its generated kernels, views, method checks
-    and engines (issue 13: in-process fixed cost)."""
+    and engines (issue 13: in-process fixed cost). `settings`: options_key(options),
+    where the caller knows it."""
     from .views.cache import memoised
 
-    settings = repr(sorted(options.as_dict().items()))
+    settings = options_key(options) if settings is None else settings
     # a program keeps its loaded kernels: built under other compiler settings
     # ($SBMLGPU_EXTRA_CXXFLAGS, $CXX) it is another program
     key = ("program", backend.name, type(backend), settings, id(device),
@@ -271,7 +287,8 @@ def execute(model, task: Task, backend: str | None = None, *, options=None, devi
     if isinstance(task, TimeCourse):
         check_result_size(task, network)
     devices = select_devices(device, chosen, task)
-    program = compiled_program(chosen, network, opts, devices[0] if devices else None)
+    program = compiled_program(chosen, network, opts, devices[0] if devices else None,
+                               default_options_key(type(opts)) if options is None else None)
     outcome = _run_program(program, chosen, opts, devices, task, network, network.id,
                            network.source, keep_source, profile, started, profiler)
     if cached is not None:
