@@ -314,7 +314,8 @@ class Profiler:
                   meta: dict) -> tuple:
         if not end_s >= start_s:
             raise OptionError("span", f"{name!r} ends ({end_s}) before it starts ({start_s})")
-        fields = (name, float(start_s), float(end_s), category, _device_index(device),
+        fields = (name, float(start_s), float(end_s), category,
+                  None if device is None else _device_index(device),
                   threading.current_thread().name, meta)
         with self._lock:
             self._spans.append(fields)
@@ -475,11 +476,13 @@ class _Timed:
         self.device, self.meta = device, meta
 
     def __enter__(self) -> None:
-        self.started = self.profiler.clock()
+        self.started = time.perf_counter()  # profiler.clock() without its call
 
     def __exit__(self, *exc) -> None:
-        self.profiler._add_span(self.name, self.started, self.profiler.clock(),  # noqa: SLF001
-                                self.category, self.device, self.meta)
+        profiler = self.profiler
+        origin = profiler._origin  # noqa: SLF001
+        profiler._add_span(self.name, self.started - origin,  # noqa: SLF001
+                           time.perf_counter() - origin, self.category, self.device, self.meta)
 
 
 def _jsonable(value):
