@@ -137,7 +137,14 @@ def check_outputs(network: Network, names: Sequence[str]) -> tuple[Output, ...]:
 def default_outputs(network: Network) -> tuple[str, ...]:
     """Every species (its SBML value), then the parameters and compartments that
     change over time (rate rules, assignment rules, events): what every backend
-    reports when no outputs are asked for."""
+    reports when no outputs are asked for. Kept on the network (it is immutable):
+    a run asks twice."""
+    from .views.cache import memoised  # the network's module (sympy) is loaded already
+
+    return memoised(network, ("default outputs",), lambda: _default_outputs(network))
+
+
+def _default_outputs(network: Network) -> tuple[str, ...]:
     changing = ({r.variable for r in network.rate_rules}
                 | {r.variable for r in network.assignment_rules}
                 | set(network.event_assigned))
