@@ -138,6 +138,8 @@ def test_bytes_needed_grows_with_the_solver_and_counts_prop_once():
     args = ("dia+sell", 10**6, 8, 6 * 10**6)
     jacobi = G.bytes_needed(*args, "jacobi")
     assert G.bytes_needed(*args, "aggregation") > jacobi
+    assert G.bytes_needed(*args, "idr") == jacobi + 17 * 8 * 10**6  # 3 s + 5, s = 4
+    assert G.bytes_needed(*args, "idr", idr_shadow=8) == jacobi + 29 * 8 * 10**6
     assert G.bytes_needed(*args, "jacobi", prop_on_device=True) == jacobi - 8 * 8 * 10**6
     # 10^8 states of an 8-reaction model: tens of GB, far below an H200's 141 GB
     big = G.bytes_needed("dia+sell", 10**8, 8, 6 * 10**8, "auto")
@@ -208,7 +210,7 @@ def test_gpu_given_diagonal_and_device_prop(device):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("solver", ["jacobi", "aggregation"])
+@pytest.mark.parametrize("solver", ["jacobi", "aggregation", "idr"])
 def test_gpu_solvers_agree_with_the_cpu_path(device, solver):
     solvers_agree(device, solver)
 
@@ -345,13 +347,22 @@ class Emulated:
         n = int(n)
         self._partials(grid, partials, [x.view(np.float64, n) @ y.view(np.float64, n), 0, 0, 0])
 
-    def k_axpby(self, grid, a):
-        x, alpha, y, beta, n, clip, out = a
-        n = int(n)
-        v = alpha * x.view(np.float64, n) + beta * y.view(np.float64, n)
+    def k_dots4(self, grid, a):
+        *vectors, m, n, partials = a
+        m, n = int(m), int(n)
+        values = [vectors[2 * k].view(np.float64, n) @ vectors[2 * k + 1].view(np.float64, n)
+                  if k < m else 0.0 for k in range(4)]
+        self._partials(grid, partials, values)
+
+    def k_combine8(self, grid, a):
+        vectors, coefficients, (m, n, clip, out) = a[:8], a[8:16], a[16:]
+        m, n = int(m), int(n)
+        v = coefficients[0] * vectors[0].view(np.float64, n)
+        for c, x in zip(coefficients[1:m], vectors[1:m]):
+            v = v + c * x.view(np.float64, n)
         floor = float(re.search(r"#define CME_FLOOR (\S+)", self.source).group(1))
-        out.view(np.float64, n)[:] = np.where(v > 0, v, floor * y.view(np.float64, n)) \
-            if int(clip) else v
+        last = vectors[m - 1].view(np.float64, n)
+        out.view(np.float64, n)[:] = np.where(v > 0, v, floor * last) if int(clip) else v
 
     def k_reduce(self, grid, a):
         partials, blocks, mask, result = a
@@ -461,7 +472,7 @@ def solvers_agree(device, solver: str, accelerate: int = 0) -> None:
         engine.close()
 
 
-@pytest.mark.parametrize("solver", ["jacobi", "aggregation"])
+@pytest.mark.parametrize("solver", ["jacobi", "aggregation", "idr"])
 def test_the_solvers_run_on_the_engine_as_on_the_cpu(solver):
     solvers_agree(emulating_device(), solver)
 

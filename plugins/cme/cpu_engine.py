@@ -135,7 +135,12 @@ class CpuEngine:
         return total
 
     def dot(self, x: np.ndarray, y: np.ndarray) -> float:
-        return float(x @ y)
+        # einsum's own loop, not BLAS: OpenBLAS's threads made a dot of 40,000 doubles
+        # take 2.7 ms on a busy 2-core machine (66 us this way), 85 % of an IDR solve
+        return float(np.einsum("i,i->", x, y))
+
+    def dots(self, pairs) -> list[float]:
+        return [self.dot(x, y) for x, y in pairs]
 
     def combine(self, coefficients, vectors, clip: bool = True) -> np.ndarray:
         """sum_j c_j v_j in the GPU engine's order; with clip, where that is not

@@ -70,7 +70,7 @@ def tag(name: str) -> str:
 
 def bytes_needed(format_name: str, n: int, n_reactions: int, nnz: int, solver: str = "auto",
                  *, format_bytes: int | None = None, stored: int | None = None,
-                 prop_on_device: bool = False) -> int:
+                 prop_on_device: bool = False, idr_shadow: int = 4) -> int:
     """Device bytes a solve needs at its peak (an estimate that errs high):
     - the propensities (R, n) (unless already on the device), d, ||A||'s ones vector;
     - the format (`format_bytes` when known; else CSR's 12 nnz + 8 (n + 1), or for the
@@ -80,7 +80,9 @@ def bytes_needed(format_name: str, n: int, n_reactions: int, nnz: int, solver: s
     - aggregation (solver "aggregation" or "auto"): a CSR copy of level 0 unless the
       format is CSR (12 nnz + 8 (n + 1)); per level the aggregation indices (perm,
       diag_perm, seg_ptr: 8 B each per entry), the coarse CSR (20 B per entry) and six
-      vectors; levels shrink geometrically, counted as 4/3 of level 0.
+      vectors; levels shrink geometrically, counted as 4/3 of level 0;
+    - idr: 3 s + 5 vectors more (shadow space, G and U; x, r, v, t and the check's
+      copy), s = `idr_shadow`.
     """
     if format_name not in F.FORMATS:
         raise OptionError("format", f"{format_name!r} is not one of {', '.join(F.FORMATS)}")
@@ -96,6 +98,8 @@ def bytes_needed(format_name: str, n: int, n_reactions: int, nnz: int, solver: s
         if format_name != "csr":
             total += csr_bytes
         total += (4 * (8 + 8 + 8 + 20) * nnz + 4 * 6 * 8 * n) // 3
+    if solver == "idr":
+        total += (3 * int(idr_shadow) + 5) * 8 * n
     return int(total)
 
 
@@ -169,7 +173,8 @@ class GpuEngine:
                  prop: Any, diag: np.ndarray | None = None, *, device=None,
                  dia_fill: float = F.DEFAULT_DIA_FILL, sort_rows: bool | None = None,
                  aggregate: int = DEFAULT_AGGREGATE, coarsest: int = DEFAULT_COARSEST,
-                 solver: str = "auto", model_id: str = "", profiler=None):
+                 solver: str = "auto", model_id: str = "", profiler=None,
+                 idr_shadow: int = 4):
         self.device = device if device is not None else _first_device()
         self.format = F.build(format_name, sources, dia_fill=dia_fill, sort_rows=sort_rows)
         fmt = self.format
@@ -182,7 +187,7 @@ class GpuEngine:
             raise OptionError("targets", "needed to compute the diagonal (or give diag)")
         check_fits(bytes_needed(fmt.name, self.n, self.n_reactions, fmt.nnz, solver,
                                 format_bytes=fmt.memory_bytes, stored=fmt.stored,
-                                prop_on_device=not own_prop),
+                                prop_on_device=not own_prop, idr_shadow=idr_shadow),
                    self.device.free_memory(),
                    f"the CME generator of {self.n} states ({fmt.name}, solver {solver})",
                    self.device)
@@ -347,22 +352,41 @@ class GpuEngine:
     def dot(self, x: DeviceVector, y: DeviceVector) -> float:
         return float(self._reduce("cme_dot", [x.buffer, y.buffer, np.int64(x.n)], x.n, 0)[0])
 
+    def dots(self, pairs) -> list[float]:
+        """x . y for each (x, y) of `pairs`: four to a pass (cme_dots4), one
+        synchronisation per four."""
+        pairs = list(pairs)
+        out: list[float] = []
+        for k in range(0, len(pairs), 4):
+            chunk = pairs[k:k + 4]
+            padded = chunk + [chunk[0]] * (4 - len(chunk))  # not read: m says so
+            n = chunk[0][0].n
+            buffers = [v.buffer for pair in padded for v in pair]
+            r = self._reduce("cme_dots4", [*buffers, np.int32(len(chunk)), np.int64(n)], n, 0)
+            out.extend(float(v) for v in r[:len(chunk)])
+        return out
+
     def combine(self, coefficients, vectors, clip: bool = True) -> DeviceVector:
-        """sum_j c_j v_j into a fresh vector; with clip, where that is not positive,
-        FLOOR times the last vector's value instead (cme_axpby says why)."""
-        vectors = list(vectors)
+        """sum_j c_j v_j into a fresh vector, eight vectors to a pass (cme_combine8);
+        with clip, where that is not positive, FLOOR times the last vector's value
+        instead (cme_combine8 says why)."""
+        vectors, coefficients = list(vectors), [float(c) for c in coefficients]
         n = vectors[0].n
         out = self.pool.take(n)
         grid = max(1, min(REDUCE_BLOCKS, -(-n // BLOCK)))
-        first = len(vectors) == 1
-        self.launch("cme_axpby", n, [vectors[0].buffer, np.float64(coefficients[0]),
-                                     vectors[0].buffer, np.float64(0.0), np.int64(n),
-                                     np.int32(clip and first), out.buffer], grid=grid)
-        for k in range(1, len(vectors)):
-            last = k == len(vectors) - 1
-            self.launch("cme_axpby", n, [out.buffer, np.float64(1.0), vectors[k].buffer,
-                                         np.float64(coefficients[k]), np.int64(n),
-                                         np.int32(clip and last), out.buffer], grid=grid)
+        k = 0
+        while k < len(vectors):
+            # the first pass takes eight vectors, each later one the sum so far + seven
+            take = 8 if k == 0 else 7
+            vs = ([] if k == 0 else [out]) + vectors[k:k + take]
+            cs = ([] if k == 0 else [1.0]) + coefficients[k:k + take]
+            k += take
+            last = k >= len(vectors)
+            m = len(vs)
+            vs, cs = vs + [vs[0]] * (8 - m), cs + [0.0] * (8 - m)
+            self.launch("cme_combine8", n, [*(v.buffer for v in vs), *map(np.float64, cs),
+                                            np.int32(m), np.int64(n), np.int32(clip and last),
+                                            out.buffer], grid=grid)
         return out
 
     def residual(self, p: DeviceVector) -> tuple[float, float, float, float]:

@@ -45,7 +45,7 @@ def build_engine(model, space, options: CmeOptions, device):
     fit is an OptionError before anything is allocated on the device."""
     nnz = int(np.count_nonzero(space.sources >= 0))
     check_fits(bytes_needed(options.matrix_format, space.n, len(space.reaction_ids), nnz,
-                            options.solver),
+                            options.solver, idr_shadow=options.idr_shadow),
                device.free_memory(), f"the CME generator of {space.n} states "
                f"({options.matrix_format}, solver {options.solver})", device)
     prop, source = propensities_device(model, space, device)
@@ -53,7 +53,7 @@ def build_engine(model, space, options: CmeOptions, device):
         engine = GpuEngine(options.matrix_format, space.sources, space.targets, prop,
                            device=device, aggregate=options.aggregate,
                            coarsest=options.coarsest, solver=options.solver,
-                           model_id=model.model_id)
+                           idr_shadow=options.idr_shadow, model_id=model.model_id)
     except BaseException:
         prop.free()
         raise

@@ -20,7 +20,9 @@ class CmeOptions(BackendOptions):
     solver: str = option(
         "auto", "auto: Jacobi, switching to multilevel aggregation when its measured rate "
                 "is too slow; jacobi: Jacobi sweeps with periodic normalisation (Maggioni et "
-                "al. 2013); aggregation: multilevel aggregation V-cycles", choices=SOLVERS)
+                "al. 2013); aggregation: multilevel aggregation V-cycles; idr: the "
+                "Krylov method IDR(s) over Jacobi sweeps (short recurrences, 3s + 8 "
+                "vectors)", choices=SOLVERS)
     matrix_format: str = option(
         "dia+sell", "GPU storage of the matrix for Jacobi sweeps: DIA bands + warp-grained "
                     "sliced ELL, DIA + ELL, ELL, or CSR", choices=FORMATS)
@@ -39,10 +41,15 @@ class CmeOptions(BackendOptions):
                                 "acceleration (0 or 1: none; it halved the cycles on "
                                 "small switches but cost 23 %% more at 10^7 states, "
                                 "docs/cme.md)", minimum=0, maximum=16)
+    idr_shadow: int = option(4, "idr: s, the dimension of IDR(s)'s shadow space (memory "
+                                "grows by 3 vectors per unit)", minimum=1, maximum=16)
+    idr_sweeps: int = option(4, "idr: Jacobi sweeps per application of its operator",
+                             minimum=1, maximum=1000)
     max_states: int = option(0, "refuse a state space larger than this (0: as large as "
                                 "memory allows)", minimum=0)
 
     def solver_settings(self, tol: float) -> SolverSettings:
         return SolverSettings(solver=self.solver, tol=tol, max_sweeps=self.max_sweeps,
                               max_cycles=self.max_cycles, max_seconds=self.max_seconds,
-                              check_every=self.check_every, accelerate=self.accelerate)
+                              check_every=self.check_every, accelerate=self.accelerate,
+                              idr_shadow=self.idr_shadow, idr_sweeps=self.idr_sweeps)

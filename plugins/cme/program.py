@@ -68,7 +68,7 @@ class CmeProgram(Program):
         from .matrix import diagonal, offdiag_csr
         from .statespace import propensities_host
 
-        _check_host_memory(space)
+        _check_host_memory(space, self.options)
         prop = propensities_host(self.model, space)
         offdiag = offdiag_csr(space, prop)
         engine = CpuEngine(offdiag, diagonal(space, prop), self.options.aggregate,
@@ -91,12 +91,20 @@ class CmeProgram(Program):
         if total > 0:
             p = p / total
         p = np.where(np.abs(p) < 1e-300, 0.0, p)
+        # the Krylov solver's answer may hold rounding-sized negatives on states of
+        # next to no probability (solvers.NEGATIVE_TOLERANCE bounds them before it
+        # reports convergence): set to 0, their mass reported
+        clipped = float(-p[p < 0].sum()) if solution.converged else 0.0
+        if clipped > 0:
+            p = np.maximum(p, 0.0)
+            p = p / p.sum()
         diagnostics = {
             "solver": solution.solver,
             "converged": solution.converged,
             "residual": solution.residual,
             "residual_definition": "||A p||_inf / (||A||_inf ||p||_inf)",
             "residual_l1": solution.residual_l1,
+            "clipped_negative_mass": clipped,
             "iterations": solution.iterations,
             "jacobi_sweeps": solution.sweeps,
             "aggregation_cycles": solution.cycles,
@@ -112,17 +120,19 @@ class CmeProgram(Program):
         return StateDistribution(space.species, space.states.T, p, diagnostics)
 
 
-def _check_host_memory(space) -> None:
+def _check_host_memory(space, options) -> None:
     """OptionError before the CPU path allocates what will not fit in host memory: the
     propensities (8 R n), the matrix as it is assembled (COO and CSR: about 40 bytes an
-    entry, at most R entries a row), the diagonal and the solver's vectors (10 of n)."""
+    entry, at most R entries a row), the diagonal and the solver's vectors (10 of n;
+    idr: 3 s + 5 more)."""
     from sbmlgpu.errors import OptionError
     from sbmlgpu.runtime.host_memory import available_memory
 
     from .statespace import _gib
 
     n, r = space.n, len(space.reaction_ids)
-    needed = 8 * r * n + 40 * int(np.count_nonzero(space.sources >= 0)) + 8 * 11 * n
+    vectors = 11 + (3 * options.idr_shadow + 5 if options.solver == "idr" else 0)
+    needed = 8 * r * n + 40 * int(np.count_nonzero(space.sources >= 0)) + 8 * vectors * n
     free = available_memory()
     if needed > free:
         raise OptionError("bound", f"the CPU path for {n} states needs about "

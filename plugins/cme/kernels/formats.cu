@@ -11,7 +11,7 @@
     permuted    dia+sell: rows sorted within blocks (sell_perm is read), else thread t = row t
     block       threads per block of the reductions (a power of two)
     csr_lanes   lanes per row of cme_jacobi_csr_lanes (a power of two, at most 32)
-    floor       cme_axpby's share of the newest iterate where a combination is not positive
+    floor       cme_combine8's share of the newest iterate where a combination is not positive
     model_id    the model the matrix belongs to (a comment)
   Kernels (extern "C"; one thread per row position unless said):
     cme_fill                 values[q] = prop[gather[q]] (0 where gather is -1); grid-stride
@@ -21,7 +21,8 @@
     cme_residual_<fmt>       per-block partials of max|Ap|, sum|Ap|, max|p|, sum p
     cme_sum                  per-block partial sums of a vector
     cme_dot                  per-block partial sums of x . y
-    cme_axpby                out = a x + b y (clipped at 0 on request); grid-stride
+    cme_dots4                per-block partial sums of up to four x_k . y_k
+    cme_combine8             out = sum of up to 8 c_k v_k (clipped on request); grid-stride
     cme_reduce               one block: the partials to the final values (deterministic:
                              a fixed grid and a fixed tree, so a rerun gives the same bits)
     cme_divide               v /= total (if total > 0), total read on the device
@@ -41,7 +42,7 @@
 
 #define CME_BLOCK {{ block }}
 #define CME_CSR_LANES {{ csr_lanes }}  /* lanes per row of the CSR Jacobi sweep (a power of 2 <= 32) */
-#define CME_FLOOR {{ floor }}  /* cme_axpby: a clipped entry's share of the newest iterate */
+#define CME_FLOOR {{ floor }}  /* cme_combine8: a clipped entry's share of the newest iterate */
 #define CME_TINY 1e-300  /* a coarse probability never falls below this (cpu_engine.TINY) */
 
 /* max that propagates NaN (as numpy's max does), so a diverged iterate shows. */
@@ -259,18 +260,47 @@ extern "C" __global__ void cme_dot(const double* __restrict__ x, const double* _
     cme_block_reduce4(acc, partials, 0);
 }
 
-/* out = a x + b y; with clip (the last step of a combination of probability vectors,
-   y the newest iterate), where that is not positive, a hundredth of y's value instead:
-   a zero would leave its aggregate without weight in the next V-cycle, y itself undoes
-   the acceleration there (the factor measured on two switches, plugins/cme/solvers.py).
-   out may be x or y. */
-extern "C" __global__ void cme_axpby(const double* x, double a, const double* y, double b,
-    long long n, int clip, double* out)
+/* Per-block partial sums of up to four dot products x_k . y_k, k < m (component k of
+   the partials): IDR(s)'s products with its shadow space, one pass and one
+   synchronisation for four. Unused pairs may be any valid pointers; they are not read. */
+extern "C" __global__ void cme_dots4(const double* __restrict__ x0, const double* __restrict__ y0,
+    const double* __restrict__ x1, const double* __restrict__ y1,
+    const double* __restrict__ x2, const double* __restrict__ y2,
+    const double* __restrict__ x3, const double* __restrict__ y3,
+    int m, long long n, double* __restrict__ partials)
 {
+    double acc[4] = {0.0, 0.0, 0.0, 0.0};
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (long long)gridDim.x * blockDim.x) {
-        double v = a * x[i] + b * y[i];
-        out[i] = (clip && !(v > 0.0)) ? CME_FLOOR * y[i] : v;
+        acc[0] += x0[i] * y0[i];
+        if (m > 1) acc[1] += x1[i] * y1[i];
+        if (m > 2) acc[2] += x2[i] * y2[i];
+        if (m > 3) acc[3] += x3[i] * y3[i];
+    }
+    cme_block_reduce4(acc, partials, 0);
+}
+
+/* out = c0 v0 + c1 v1 + ... + c_{m-1} v_{m-1} (m <= 8) in one pass, summed left to
+   right with every product and sum rounded on its own (__dmul_rn, __dadd_rn: no FMA),
+   as the CPU engine's combine does, so that both paths take the same iterates. With
+   clip (the last step of a combination of probability vectors, v_{m-1} the newest
+   iterate), where the sum is not positive, a hundredth of v_{m-1} instead: a zero
+   would leave its aggregate without weight in the next V-cycle, and v_{m-1} itself
+   undoes the acceleration there (the factor measured on two switches,
+   plugins/cme/solvers.py). out may be one of the v_k. */
+extern "C" __global__ void cme_combine8(const double* v0, const double* v1, const double* v2,
+    const double* v3, const double* v4, const double* v5, const double* v6, const double* v7,
+    double c0, double c1, double c2, double c3, double c4, double c5, double c6, double c7,
+    int m, long long n, int clip, double* out)
+{
+    const double* v[8] = {v0, v1, v2, v3, v4, v5, v6, v7};
+    const double c[8] = {c0, c1, c2, c3, c4, c5, c6, c7};
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (long long)gridDim.x * blockDim.x) {
+        double acc = __dmul_rn(c[0], v[0][i]);
+        for (int k = 1; k < m; ++k)
+            acc = __dadd_rn(acc, __dmul_rn(c[k], v[k][i]));
+        out[i] = (clip && !(acc > 0.0)) ? CME_FLOOR * v[m - 1][i] : acc;
     }
 }
 
