@@ -244,7 +244,7 @@ def main() -> None:
     p.add_argument("--solvers", nargs="+", default=["jacobi", "aggregation", "auto"])
     p.add_argument("--sweeps", type=int, default=200, help="sweeps per timing")
     p.add_argument("--idr-shadow", type=int, default=4, help="s of the idr solver")
-    p.add_argument("--idr-sweeps", type=int, default=4,
+    p.add_argument("--idr-sweeps", type=int, default=8,
                    help="Jacobi sweeps per application of the idr solver's operator")
     p.add_argument("--tol", type=float, default=1e-8)
     p.add_argument("--solve-seconds", type=float, default=120.0)

@@ -228,7 +228,7 @@ def test_idr_converges_on_the_limit_cycle_with_fewer_sweeps_than_jacobi(schnaken
     jacobi = solve(CpuEngine(o, d), np.full(n, 1 / n), SolverSettings(solver="jacobi", tol=1e-12))
     idr = solve(CpuEngine(o, d), np.full(n, 1 / n), SolverSettings(solver="idr", tol=1e-12))
     assert idr.converged and idr.solver == "idr" and idr.cycles == 0
-    assert idr.sweeps < jacobi.sweeps / 2  # measured: 1,744 against 9,000
+    assert idr.sweeps < jacobi.sweeps / 2  # measured: 1,968 against 9,000
     assert np.abs(idr.p - exact).sum() <= 1e-6
     assert idr.p.min() >= -1e-6 * idr.p.max()
 

@@ -43,7 +43,8 @@ class CmeOptions(BackendOptions):
                                 "docs/cme.md)", minimum=0, maximum=16)
     idr_shadow: int = option(4, "idr: s, the dimension of IDR(s)'s shadow space (memory "
                                 "grows by 3 vectors per unit)", minimum=1, maximum=16)
-    idr_sweeps: int = option(4, "idr: Jacobi sweeps per application of its operator",
+    idr_sweeps: int = option(8, "idr: Jacobi sweeps per application of its operator "
+                                "(more: fewer vector operations per sweep, more sweeps)",
                              minimum=1, maximum=1000)
     max_states: int = option(0, "refuse a state space larger than this (0: as large as "
                                 "memory allows)", minimum=0)

@@ -85,7 +85,7 @@ class SolverSettings:
     smooth_sweeps: int = 4  # pre- and post-smoothing sweeps per level
     accelerate: int = 0  # V-cycle iterates Anderson acceleration combines (0: none)
     idr_shadow: int = 4  # s, the dimension of IDR(s)'s shadow space
-    idr_sweeps: int = 4  # k, Jacobi sweeps in one application of IDR's operator I - J^k
+    idr_sweeps: int = 8  # k, Jacobi sweeps in one application of IDR's operator I - J^k
     auto_window: int = 2_000  # Jacobi sweeps before auto decides
     auto_patience: float = 2.0  # auto keeps Jacobi if done within this many windows more
 
@@ -363,12 +363,14 @@ def _idr_best(run: _Run, best, last):
 
 def _shadow_space(engine, like, dim: int, seed: int = 20130101) -> list:
     """IDR's s shadow vectors: random (a fixed seed, so a rerun takes the same path),
-    orthonormalised by Gram-Schmidt on the engine, one host vector at a time."""
+    orthonormalised by Gram-Schmidt on the engine, one host vector at a time. Uniform
+    single-precision draws: any generic vectors serve, and Gaussian doubles took 0.8 s
+    of a 6 s solve at 8.7 million states (measured on the H100's host)."""
     n = like.n if hasattr(like, "n") else len(like)
     rng = np.random.default_rng(seed)
     basis: list = []
     for _ in range(dim):
-        q = engine.vector(rng.standard_normal(n))
+        q = engine.vector(rng.random(n, dtype=np.float32) - np.float32(0.5))
         for b in basis:
             q = engine.combine([1.0, -engine.dot(b, q)], [q, b], clip=False)
         q = engine.combine([1.0 / math.sqrt(engine.dot(q, q))], [q], clip=False)
