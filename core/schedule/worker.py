@@ -145,14 +145,19 @@ class DeviceWorker:
 
     def run(self, take: Callable[[int], Batch | None]) -> None:
         """Activate the device on this thread, then run ranges until `take` says none."""
-        activation = self.device.activate() if self.device is not None else contextlib.nullcontext()
-        with activation:
-            self.size = self.initial_size()
-            while not self.stop.is_set():
-                batch = take(self.size)
-                if batch is None:
-                    return
-                self.run_range(batch)
+        if self.device is None:  # the host: nothing to activate
+            self._run_ranges(take)
+            return
+        with self.device.activate():
+            self._run_ranges(take)
+
+    def _run_ranges(self, take: Callable[[int], Batch | None]) -> None:
+        self.size = self.initial_size()
+        while not self.stop.is_set():
+            batch = take(self.size)
+            if batch is None:
+                return
+            self.run_range(batch)
 
     def initial_size(self) -> int:
         """The largest batch that the memory estimate, the options and balancing allow."""
