@@ -137,7 +137,7 @@ def run_in_passes(job: EnsembleJob, scheduler, profiler, budget: StepBudget,
                         member_seconds=seconds)
     if not budget.two_passes:
         return outcome, report
-    paused = np.flatnonzero(outcome.status == Status.max_steps) if outcome.root else None
+    paused = np.flatnonzero(outcome.status == int(Status.max_steps)) if outcome.root else None
     world = getattr(scheduler, "world", None)
     if distributed and world is not None:
         paused = world.comm.bcast(paused, root=0)  # every rank runs the second pass

@@ -284,14 +284,14 @@ class OdeProgram(Program):
                     profiler=None) -> Specialisation:
         """The kernel and engine of a run: the method checked once per model and
         parameter values, the kernel generated once per model and method."""
-        from sbmlgpu.ode.model import KernelModel
-
         cache = self.specialised
         key = cache.key(varied, outputs, constant, table, times)
         if key in cache.runs:
             spec = cache.runs[key]
             self._sources[spec.source.name] = spec.source.text  # this run's kernel too
             return spec
+        from sbmlgpu.ode.model import KernelModel
+
         model = cache.model(
             varied, outputs, constant, lambda: KernelModel(self.ode, varied, outputs, constant))
         # --method auto: a large model's likely kernel compiles while the check runs
