@@ -22,6 +22,9 @@ from ..runtime.prefault import pool, threads
 #: bytes of time courses per block: a few MiB, so that a block's second look (the
 #: rare case) stays in cache and the threads share the work evenly
 BLOCK_BYTES = 4 << 20
+#: time courses of at most this many bytes are first checked whole, by np.isfinite: its
+#: few KB of booleans cost less than the blocks' machinery (a small run's fixed cost)
+SMALL_BYTES = 64 << 10
 
 def non_finite_counts(data: np.ndarray, ok: np.ndarray) -> np.ndarray:
     """(columns,) int64: per column of `data` (members, times, columns), how many
@@ -30,6 +33,8 @@ def non_finite_counts(data: np.ndarray, ok: np.ndarray) -> np.ndarray:
     counts = np.zeros(columns, np.int64)
     if not members or not times or not columns:
         return counts
+    if data.nbytes <= SMALL_BYTES and np.isfinite(data).all():
+        return counts  # the usual small result: every value finite
     ok = np.asarray(ok, dtype=bool)
     rows = max(1, BLOCK_BYTES // (times * columns * data.itemsize))
     blocks = [(start, min(start + rows, members)) for start in range(0, members, rows)]
