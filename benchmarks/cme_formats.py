@@ -179,7 +179,9 @@ def measure(model_name: str, bounds: dict, device, args, bandwidth: float) -> li
         try:
             start = time.perf_counter()
             solving = fmt == args.solve_format and not args.no_solve
-            profiler = Profiler() if solving else None
+            # the profiler's events cost host time per launch: --no-profile times the
+            # solves as a user runs them (no kernel breakdown then)
+            profiler = Profiler() if solving and not args.no_profile else None
             engine = GpuEngine(fmt, space.sources, space.targets, prop, device=device,
                                solver="auto" if solving else "jacobi",
                                model_id=model.model_id, profiler=profiler)
@@ -250,6 +252,8 @@ def main() -> None:
     p.add_argument("--solve-seconds", type=float, default=120.0)
     p.add_argument("--no-solve", action="store_true")
     p.add_argument("--no-cusparse", action="store_true")
+    p.add_argument("--no-profile", action="store_true",
+                   help="solve without the profiler (no per-kernel times)")
     p.add_argument("--cases", type=int, nargs="+", default=None,
                    help="indices into CASES (default: all)")
     p.add_argument("--name", default="cme_formats", help="JSON file name (without .json)")

@@ -77,12 +77,12 @@ def bytes_needed(format_name: str, n: int, n_reactions: int, nnz: int, solver: s
       ELL kinds 12 bytes per slot of R slots per row) and its gathers (8 B per stored
       slot, freed after the fill);
     - Jacobi: three vectors (p, the sweep's scratch and its result);
-    - aggregation (solver "aggregation" or "auto"): a CSR copy of level 0 unless the
+    - aggregation: a CSR copy of level 0 unless the
       format is CSR (12 nnz + 8 (n + 1)); per level the aggregation indices (perm,
       diag_perm, seg_ptr: 8 B each per entry), the coarse CSR (20 B per entry) and six
       vectors; levels shrink geometrically, counted as 4/3 of level 0;
-    - idr: 3 s + 5 vectors more (shadow space, G and U; x, r, v, t and the check's
-      copy), s = `idr_shadow`.
+    - idr (solver "idr" or "auto"): 3 s + 5 vectors more (shadow space, G and U; x,
+      r, v, t and the check's copy), s = `idr_shadow`.
     """
     if format_name not in F.FORMATS:
         raise OptionError("format", f"{format_name!r} is not one of {', '.join(F.FORMATS)}")
@@ -94,11 +94,11 @@ def bytes_needed(format_name: str, n: int, n_reactions: int, nnz: int, solver: s
         format_bytes = csr_bytes if format_name == "csr" else 12 * stored + 8 * n
     total = (0 if prop_on_device else 8 * R * n) + 8 * n + 8 * n + format_bytes + 8 * stored
     total += 3 * 8 * n
-    if solver in ("aggregation", "auto"):
+    if solver == "aggregation":
         if format_name != "csr":
             total += csr_bytes
         total += (4 * (8 + 8 + 8 + 20) * nnz + 4 * 6 * 8 * n) // 3
-    if solver == "idr":
+    if solver in ("idr", "auto"):
         total += (3 * int(idr_shadow) + 5) * 8 * n
     return int(total)
 

@@ -18,11 +18,10 @@ FORMATS = ("dia+sell", "dia+ell", "ell", "csr")
 @dataclass
 class CmeOptions(BackendOptions):
     solver: str = option(
-        "auto", "auto: Jacobi, switching to multilevel aggregation when its measured rate "
-                "is too slow; jacobi: Jacobi sweeps with periodic normalisation (Maggioni et "
-                "al. 2013); aggregation: multilevel aggregation V-cycles; idr: the "
-                "Krylov method IDR(s) over Jacobi sweeps (short recurrences, 3s + 8 "
-                "vectors)", choices=SOLVERS)
+        "auto", "auto: IDR(s), then Jacobi if it stops short; idr: the Krylov method "
+                "IDR(s) over Jacobi sweeps (short recurrences, 3s + 8 vectors); jacobi: "
+                "Jacobi sweeps with periodic normalisation (Maggioni et al. 2013); "
+                "aggregation: multilevel aggregation V-cycles", choices=SOLVERS)
     matrix_format: str = option(
         "dia+sell", "GPU storage of the matrix for Jacobi sweeps: DIA bands + warp-grained "
                     "sliced ELL, DIA + ELL, ELL, or CSR", choices=FORMATS)

@@ -19,11 +19,13 @@ algorithm and stop by the same test.
   and linear combinations only (no kernel of its own). Measured on the CPU
   (benchmarks/cme_solver_study.py): 3-14x fewer sweeps than Jacobi alone on the
   toggle switch and the Schnakenberg limit cycle, where BiCGStab broke down.
-- `auto`: Jacobi for a trial window; if the measured rate says it will need more than
-  `auto_patience` times the window to reach the tolerance (or it stagnates),
-  aggregation from there; if aggregation diverges or stagnates, Jacobi again from
-  the best iterate aggregation reached. `Solution.solver` names the path taken,
-  e.g. "jacobi>aggregation>jacobi".
+- `auto` (the default): IDR(s); if it stops short of the tolerance (a breakdown,
+  stagnation), damped Jacobi from its best iterate where that is a distribution, else
+  from the start. Measured on the H100 (docs/benchmarks.md), IDR took 0.69-4.5 s to
+  1e-8 where the earlier auto (Jacobi, handing a slow run over to aggregation) took
+  1.5-3.6 s or failed in 30-45 s on three of the four models; aggregation stays the
+  faster solver on the 10^7-state toggle switch (2.6 s against 4.5 s) and is there by
+  name. `Solution.solver` names the path taken, e.g. "idr>jacobi".
 
 Stopping test, checked every `check_every` sweeps (Jacobi) or every cycle: the
 normalised residual ||A p||_inf / (||A||_inf ||p||_inf) <= tol (the paper's), with p
@@ -86,8 +88,6 @@ class SolverSettings:
     accelerate: int = 0  # V-cycle iterates Anderson acceleration combines (0: none)
     idr_shadow: int = 4  # s, the dimension of IDR(s)'s shadow space
     idr_sweeps: int = 8  # k, Jacobi sweeps in one application of IDR's operator I - J^k
-    auto_window: int = 2_000  # Jacobi sweeps before auto decides
-    auto_patience: float = 2.0  # auto keeps Jacobi if done within this many windows more
 
 
 @dataclass
@@ -172,16 +172,18 @@ def solve(engine, p0: np.ndarray, settings: SolverSettings,
     if settings.solver == "idr":
         p, done = _idr(run, p)
         return _finish(run, p, done)
-    window = None if settings.solver == "jacobi" else settings.auto_window
-    p, done = _jacobi(run, p, window)
-    if done or settings.solver == "jacobi" or _limits_reached(run):
-        return _finish(run, p, bool(done))
-    p, done = _aggregation(run, p)
-    if done or _limits_reached(run):
+    if settings.solver == "jacobi":
+        p, done = _jacobi(run, p)
         return _finish(run, p, done)
-    # aggregation gave up (diverged or stagnated): Jacobi again, from its best iterate
-    p, done = _jacobi(run, p, None)
-    return _finish(run, p, bool(done))
+    best, done = _idr(run, p)  # auto
+    if done or _limits_reached(run):
+        return _finish(run, best, done)
+    # IDR stopped short: Jacobi, which converges on every irreducible chain, from IDR's
+    # best iterate if that is a distribution (a Krylov iterate need not be: Jacobi
+    # from it would converge to the answer times a weighted sum that may be ~0)
+    p = best if _a_distribution(run.engine, best) else engine.vector(p0)
+    p, done = _jacobi(run, p)
+    return _finish(run, p, done)
 
 
 def _limits_reached(run: _Run) -> bool:
@@ -190,9 +192,8 @@ def _limits_reached(run: _Run) -> bool:
             or not math.isfinite(run.residual))
 
 
-def _jacobi(run: _Run, p, window: int | None):
-    """Jacobi until converged (True), stopped (False), or — with a window — until the
-    measured rate says it is too slow (None: hand over to aggregation)."""
+def _jacobi(run: _Run, p):
+    """Jacobi until converged (True) or stopped (False)."""
     s = run.settings
     run.phases.append("jacobi")
     start_sweeps = run.sweeps
@@ -207,34 +208,13 @@ def _jacobi(run: _Run, p, window: int | None):
             return p, True
         if not math.isfinite(residual) or run.out_of_time() or run.stagnated():
             return p, False
-        done = run.sweeps - start_sweeps
-        if window is not None and done >= window:
-            if _jacobi_too_slow(run, start_sweeps):
-                return p, None
-            window = None  # fast enough: Jacobi to the end
-
-
-def _jacobi_too_slow(run: _Run, start_sweeps: int) -> bool:
-    """Whether Jacobi, at the rate measured over the second half of its trial window
-    (the first half holds the fast transients), needs more than `auto_patience`
-    windows more to reach the tolerance."""
-    s = run.settings
-    mine = [(it, r) for phase, it, _, r in run.history if phase == "jacobi"]
-    now_it, now_r = mine[-1]
-    half_it, half_r = next((it, r) for it, r in mine if it >= now_it / 2)
-    if now_it <= half_it or not (0 < now_r < half_r):
-        return True  # no measurable progress
-    rate = (now_r / half_r) ** (1.0 / (now_it - half_it))
-    needed = math.log(s.tol / now_r) / math.log(rate)
-    return needed > s.auto_patience * s.auto_window
 
 
 def _aggregation(run: _Run, p):
     """V-cycles until converged (True) or given up (False), returning the best iterate.
     Gives up on stagnation, on a residual that is not finite, and on divergence (a
     residual DIVERGED times the best): the V-cycle is not a contraction on every
-    chain (measured: the Schnakenberg limit cycle, docs/cme.md), and auto then goes
-    back to Jacobi from the best iterate rather than from a worse one."""
+    chain (measured: the Schnakenberg limit cycle, docs/cme.md)."""
     s = run.settings
     run.phases.append("aggregation")
     levels = run.engine.levels()
@@ -294,6 +274,7 @@ def _idr(run: _Run, p):
     m = np.eye(dim)
     omega = 1.0
     best, best_residual = p, run.residual
+    probe = p  # the last iterate checked
     while run.sweeps < s.max_sweeps:
         f = np.array(e.dots([(q, r) for q in shadow]))
         for j in range(dim):
@@ -469,6 +450,11 @@ def coarsest_solution(a: np.ndarray) -> np.ndarray:
     return q / total if total > 0 else np.full(n, 1.0 / n)
 
 
+#: what a stopped run's message suggests instead
+_OTHER_SOLVER = {"jacobi": "--solver auto", "aggregation": "--solver auto",
+                 "idr": "--solver aggregation", "auto": "--solver aggregation"}
+
+
 def _finish(run: _Run, p, converged: bool) -> Solution:
     solution = run.solution(p, converged)
     if converged:
@@ -483,6 +469,6 @@ def _finish(run: _Run, p, converged: bool) -> Solution:
         f"the {solution.solver} solver stopped at {why} after {run.sweeps} Jacobi sweeps "
         f"and {run.cycles} aggregation cycles ({run.elapsed:.3g} s): normalised residual "
         f"{run.residual:.3g} > tol {s.tol:g}, ||A p||_1 = {run.residual_l1:.3g}. Try "
-        f"{'--solver auto' if s.solver in ('aggregation', 'idr') else '--solver idr'}, a "
+        f"{_OTHER_SOLVER[s.solver]}, a "
         "larger --max-sweeps/--max-cycles/--max-seconds, or a looser --tol.",
         solution)
