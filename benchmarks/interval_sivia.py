@@ -49,13 +49,13 @@ import logging
 import os
 import re
 import statistics
-import subprocess
 import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from ssa_common import arguments, describe, gpu_device, table, write_json  # noqa: E402
+from ssa_common import (arguments, commit, describe, gpu_device, table,  # noqa: E402
+                        write_json)
 
 import interval_data  # noqa: E402
 import sbmlgpu  # noqa: E402
@@ -84,24 +84,6 @@ def kernel_choices() -> list[str] | None:
         if f.name == KERNEL_OPTION:
             return list(f.metadata.get("choices") or [f.default])
     return None
-
-
-def commit() -> dict:
-    """$SBMLGPU_COMMIT when set (the GPU machine runs a copy of the tree whose git
-    state, if any, is not the copied commit), else the checked-out commit and whether
-    the tree differs from it (None outside git)."""
-    if os.environ.get("SBMLGPU_COMMIT"):
-        return {"commit": os.environ["SBMLGPU_COMMIT"], "modified": None}
-    root = interval_data.ROOT
-    try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
-                              text=True, check=True).stdout.strip()
-        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                                    cwd=root, capture_output=True, text=True,
-                                    check=True).stdout.strip())
-        return {"commit": head, "modified": dirty}
-    except (OSError, subprocess.CalledProcessError):
-        return {"commit": os.environ.get("SBMLGPU_COMMIT"), "modified": None}
 
 
 @contextmanager

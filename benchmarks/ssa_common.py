@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import platform
+import subprocess
 import sys
 import time
 from datetime import date
@@ -56,6 +57,23 @@ def describe(device) -> dict:
                     fp64_peak_tflops=p.peak_flops("double") / 1e12,
                     fp32_peak_tflops=p.peak_flops("single") / 1e12)
     return info
+
+
+def commit() -> dict:
+    """$SBMLGPU_COMMIT when set (the GPU machine runs a copy of the tree whose git
+    state, if any, is not the copied commit), else the checked-out commit and whether
+    the tree differs from it (None outside git)."""
+    if os.environ.get("SBMLGPU_COMMIT"):
+        return {"commit": os.environ["SBMLGPU_COMMIT"], "modified": None}
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
+                              text=True, check=True).stdout.strip()
+        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                                    cwd=ROOT, capture_output=True, text=True,
+                                    check=True).stdout.strip())
+        return {"commit": head, "modified": dirty}
+    except (OSError, subprocess.CalledProcessError):
+        return {"commit": os.environ.get("SBMLGPU_COMMIT"), "modified": None}
 
 
 def concatenated_dimerisation(copies: int) -> str:
