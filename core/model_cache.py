@@ -102,7 +102,7 @@ def build_environment() -> tuple:
     under other values is another program."""
     from .runtime import host
 
-    return (os.environ.get("CXX"), host.find_compiler(), host.extra_flags())
+    return host.compiler_environment()
 
 
 def compilers() -> dict[str, Any]:

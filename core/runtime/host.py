@@ -93,9 +93,21 @@ _FOUND_COMPILERS: dict = {}
 
 
 def find_compiler() -> str | None:
-    """The C++ compiler: $CXX, else g++, c++ or clang++ from PATH; None if none.
-    Looked up once per ($CXX, $PATH): every run asks (model_cache.build_environment)."""
-    where = (os.environ.get("CXX"), os.environ.get("PATH"))
+    """The C++ compiler: $CXX, else g++, c++ or clang++ from PATH; None if none."""
+    return _compiler(os.environ.get("CXX"))
+
+
+def compiler_environment() -> tuple:
+    """($CXX, find_compiler(), extra_flags()): what chooses how a host kernel is built,
+    with $CXX read once (every run asks, model_cache.build_environment; a variable that
+    is not set costs os.environ a KeyError)."""
+    cxx = os.environ.get("CXX")
+    return cxx, _compiler(cxx), extra_flags()
+
+
+def _compiler(cxx: str | None) -> str | None:
+    """find_compiler for this $CXX, looked up once per ($CXX, $PATH)."""
+    where = (cxx, os.environ.get("PATH"))
     if where not in _FOUND_COMPILERS:
         _FOUND_COMPILERS[where] = next(
             (found for name in (where[0], *_COMPILERS) if name
