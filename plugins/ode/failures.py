@@ -86,7 +86,8 @@ def messages(status: np.ndarray, times: np.ndarray, data: np.ndarray | None, *,
     delay(), whose history ring may run short; `fast`: it has fast reactions, whose
     relaxation may find no equilibrium."""
     out = {}
-    for i in np.flatnonzero(np.asarray(status) != int(Status.ok))[:MAX_MESSAGES]:
+    # np.flatnonzero's steps as methods (its wrappers cost more than the test)
+    for i in (np.asarray(status) != int(Status.ok)).ravel().nonzero()[0][:MAX_MESSAGES]:
         code = int(status[i])
         if code == Status.failed:
             out[int(i)] = ((DRAW_FAILED + "; or " + EVENTS_FAILED) if draws else EVENTS_FAILED) \

@@ -137,7 +137,9 @@ def run_in_passes(job: EnsembleJob, scheduler, profiler, budget: StepBudget,
                         member_seconds=seconds)
     if not budget.two_passes:
         return outcome, report
-    paused = np.flatnonzero(outcome.status == int(Status.max_steps)) if outcome.root else None
+    # np.flatnonzero's steps as methods (its wrappers cost more than the test)
+    paused = (outcome.status == int(Status.max_steps)).ravel().nonzero()[0] \
+        if outcome.root else None
     world = getattr(scheduler, "world", None)
     if distributed and world is not None:
         paused = world.comm.bcast(paused, root=0)  # every rank runs the second pass
@@ -257,9 +259,9 @@ class MemberClock:
             wall = time.perf_counter() - started
             if self.on_paused is not None and np.any(out.status == Status.max_steps):
                 self.on_paused()
-            if not batch.pilot:
+            if not batch.pilot:  # a range of members by its slice (not np.arange's indices)
                 members = batch.members if batch.members is not None \
-                    else np.arange(batch.start, batch.stop)
+                    else slice(batch.start, batch.stop)
                 self.seconds[members] = wall
                 with self._lock:
                     self.done += batch.size
