@@ -117,7 +117,9 @@ class Status(int, metaclass=_StatusType):
         """True when every code in the integer array `codes` is a defined status: a
         range check, and a table lookup only where the defined codes have gaps (an
         ensemble of 10^7 members must not pay for a set-membership test)."""
-        low, high = int(codes.min()), int(codes.max())
+        # the ufuncs' reductions themselves: ndarray.min and max go through Python wrappers
+        low = int(np.minimum.reduce(codes, axis=None))
+        high = int(np.maximum.reduce(codes, axis=None))
         if low < 0 or high > max(cls._by_code):
             return False
         if len(cls._by_code) == max(cls._by_code) + 1:  # 0..max all defined

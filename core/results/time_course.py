@@ -46,7 +46,7 @@ class TimeCourseResult(Result):
 
     def __post_init__(self):
         self.times = np.asarray(self.times, dtype=float).reshape(-1)
-        self.ids = tuple(str(i) for i in self.ids)
+        self.ids = tuple(map(str, self.ids))
         if len(set(self.ids)) != len(self.ids):
             raise ValueError(f"result columns repeat an id: {self.ids}")
         shape = (len(self.times), len(self.ids))
