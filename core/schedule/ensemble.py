@@ -134,6 +134,17 @@ class EnsembleJob:
     desc: str = "members"
     max_batch: int | None = None  # members per launch at most (None: as memory allows)
 
+    def replaced(self, **changes) -> "EnsembleJob":
+        """dataclasses.replace(self, **changes): the same shallow copy of this plain
+        dataclass (every field set by __init__ as given, no __post_init__), without
+        replace's loop over the fields and a new __init__ (~5 us; a pass makes one)."""
+        unknown = changes.keys() - self.__dataclass_fields__.keys()
+        if unknown:
+            raise TypeError(f"EnsembleJob has no field {', '.join(sorted(unknown))}")
+        job = object.__new__(type(self))
+        job.__dict__.update(self.__dict__, **changes)
+        return job
+
 
 @dataclass
 class EnsembleOutcome:

@@ -38,7 +38,7 @@ import os
 import sys
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
@@ -127,8 +127,8 @@ def run_in_passes(job: EnsembleJob, scheduler, profiler, budget: StepBudget,
     note = LongPassNote(bound_hint, quiet=not getattr(scheduler, "is_root", True))
     seconds = np.full(job.n_members, np.nan)
     clock = MemberClock(seconds, host.start_build if host is not None else None)
-    first = replace(job, max_batch=launch_cap(job.n_members, devices),
-                    run_batch=clock.wrap(job.run_batch))
+    first = job.replaced(max_batch=launch_cap(job.n_members, devices),
+                         run_batch=clock.wrap(job.run_batch))
     started = time.perf_counter()
     with note.watch("the first pass", job.n_members, lambda: job.n_members - clock.done):
         outcome = run_ensemble(first, scheduler, profiler)
@@ -199,8 +199,8 @@ def _on_device(job, members, rerun, steps, scheduler, profiler, note, report, de
     clock = MemberClock(report.member_seconds)
     desc = f"{what}: {len(members):,} members past {report.pass_steps:,} steps" + (
         f", up to {steps:,}" if what == "middle pass" else "")
-    again_job = replace(_second_pass(job, members, clock.wrap(rerun), desc),
-                        max_batch=launch_cap(len(members), devices))
+    again_job = _second_pass(job, members, clock.wrap(rerun), desc).replaced(
+        max_batch=launch_cap(len(members), devices))
     with note.watch(f"the {what}", len(members), lambda: len(members) - clock.done):
         again = run_ensemble(again_job, scheduler, profiler)
     report.kernel_ms += again.kernel_ms
@@ -392,10 +392,10 @@ def _second_pass(job: EnsembleJob, paused: np.ndarray, rerun: RunBatch,
         return rerun(device, MemberBatch(batch.start, batch.stop,
                                          paused[batch.start:batch.stop], batch.rows))
 
-    return replace(job, n_members=len(paused), run_batch=run_batch,
-                   memory=lambda time_courses, bundled: job.memory(True, True),
-                   summary=None, pilot=None, order=None,
-                   desc=f"{job.desc} ({what})")
+    return job.replaced(n_members=len(paused), run_batch=run_batch,
+                        memory=lambda time_courses, bundled: job.memory(True, True),
+                        summary=None, pilot=None, order=None,
+                        desc=f"{job.desc} ({what})")
 
 
 def _merge(outcome: EnsembleOutcome, again: EnsembleOutcome, paused: np.ndarray,
