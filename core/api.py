@@ -339,13 +339,16 @@ def _dress(result: Result, chosen: Backend, opts, devices, task: Task, model_id:
     distribution, version = plugin_manager.provider(chosen.name)
     from . import __version__
 
+    own = result.metadata or {}
     result.metadata = {
         "model": model_id, "source": source, "backend": chosen.name,
         "plugin": f"{distribution} {version}".strip(),
         "device": device_names(devices),
-        "options": opts.as_dict(), "seed": getattr(task, "seed", None),
+        # the backend's own report of its options, where it has one, takes this place
+        "options": own["options"] if "options" in own else opts.as_dict(),
+        "seed": getattr(task, "seed", None),
         "task": task.describe(), "sbmlgpu": __version__,
-        **(result.metadata or {}),
+        **own,
         "wall_seconds": time.perf_counter() - started,
     }
     if isinstance(task, TimeCourse):
