@@ -337,9 +337,13 @@ def _unknown_backend(name: str, installed, pm) -> OptionError:
 def backend(name: str, pm: pluggy.PluginManager | None = None) -> "Backend":
     """The installed backend called `name`; an OptionError listing the installed
     ones (and the closest names) if there is none."""
+    return _entry(name, pm).value
+
+
+def _entry(name: str, pm: pluggy.PluginManager | None) -> Provided:
     installed = _backend_entries(pm or manager())
     if name in installed:
-        return installed[name].value
+        return installed[name]
     raise _unknown_backend(name, list(installed), pm)
 
 
@@ -392,8 +396,7 @@ def _backend_for(task_cls, name: str | None, pm: pluggy.PluginManager) -> "Backe
 
 def provider(name: str, pm: pluggy.PluginManager | None = None) -> tuple[str, str]:
     """(distribution, version) of the plugin that provides backend `name`."""
-    backend(name, pm)  # the error for an unknown name
-    entry = _backend_entries(pm or manager())[name]
+    entry = _entry(name, pm)
     return entry.distribution, entry.version
 
 
