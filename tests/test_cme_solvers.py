@@ -261,3 +261,20 @@ def test_a_slow_mode_with_a_small_residual_is_not_a_distribution():
     assert _a_distribution(engine, exact)
     mixed = exact + 100 * slow / np.abs(slow).max() * exact.max()
     assert not _a_distribution(engine, mixed / mixed.sum())
+
+
+def test_idr_takes_fewer_shadow_vectors_than_states():
+    # s random vectors of an n-state space are independent only for s < n
+    o, d = split(birth_death(2.0, 1.0, 1))
+    s = solve(CpuEngine(o, d), np.full(2, 0.5), SolverSettings(solver="idr", tol=1e-12,
+                                                               idr_shadow=8))
+    assert s.converged and np.allclose(s.p, [1 / 3, 2 / 3], atol=1e-10)
+
+
+def test_idr_stops_before_passing_max_sweeps():
+    o, d = split(lattice_toggle(30))
+    n = o.shape[0]
+    with pytest.raises(ConvergenceError, match="iteration limit") as err:
+        solve(CpuEngine(o, d), np.full(n, 1 / n),
+              SolverSettings(solver="idr", tol=1e-15, max_sweeps=100, idr_sweeps=8))
+    assert 0 < err.value.solution.sweeps <= 100

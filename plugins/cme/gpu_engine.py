@@ -81,8 +81,9 @@ def bytes_needed(format_name: str, n: int, n_reactions: int, nnz: int, solver: s
       format is CSR (12 nnz + 8 (n + 1)); per level the aggregation indices (perm,
       diag_perm, seg_ptr: 8 B each per entry), the coarse CSR (20 B per entry) and six
       vectors; levels shrink geometrically, counted as 4/3 of level 0;
-    - idr (solver "idr" or "auto"): 3 s + 5 vectors more (shadow space, G and U; x,
-      r, v, t and the check's copy), s = `idr_shadow`.
+    - idr (solver "idr" or "auto"): 3 s + 7 vectors more (shadow space, G and U; the
+      zeros they start from, x, r, v, t, the check's copy and the best iterate; the
+      start vector and a sweep's two are among Jacobi's three), s = `idr_shadow`.
     """
     if format_name not in F.FORMATS:
         raise OptionError("format", f"{format_name!r} is not one of {', '.join(F.FORMATS)}")
@@ -99,7 +100,7 @@ def bytes_needed(format_name: str, n: int, n_reactions: int, nnz: int, solver: s
             total += csr_bytes
         total += (4 * (8 + 8 + 8 + 20) * nnz + 4 * 6 * 8 * n) // 3
     if solver in ("idr", "auto"):
-        total += (3 * int(idr_shadow) + 5) * 8 * n
+        total += (3 * int(idr_shadow) + 7) * 8 * n
     return int(total)
 
 

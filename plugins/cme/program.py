@@ -22,7 +22,7 @@ from sbmlgpu.schedule.progress import Progress
 from sbmlgpu.tasks import SteadyState
 
 from .options import CmeOptions
-from .solvers import ConvergenceError, solve
+from .solvers import NEGATIVE_TOLERANCE, ConvergenceError, solve
 
 
 class CmeProgram(Program):
@@ -91,10 +91,13 @@ class CmeProgram(Program):
         if total > 0:
             p = p / total
         p = np.where(np.abs(p) < 1e-300, 0.0, p)
-        # the Krylov solver's answer may hold rounding-sized negatives on states of
+        # the Krylov solver's iterates may hold rounding-sized negatives on states of
         # next to no probability (solvers.NEGATIVE_TOLERANCE bounds them before it
-        # reports convergence): set to 0, their mass reported
-        clipped = float(-p[p < 0].sum()) if solution.converged else 0.0
+        # reports convergence): set to 0, their mass reported. A partial answer (the
+        # error path) gets the same treatment within the same bound; beyond it, it is
+        # no distribution and StateDistribution refuses it
+        small = p.size and p.min() >= -NEGATIVE_TOLERANCE * max(p.max(), 0.0)
+        clipped = float(-p[p < 0].sum()) if small else 0.0
         if clipped > 0:
             p = np.maximum(p, 0.0)
             p = p / p.sum()
@@ -124,14 +127,14 @@ def _check_host_memory(space, options) -> None:
     """OptionError before the CPU path allocates what will not fit in host memory: the
     propensities (8 R n), the matrix as it is assembled (COO and CSR: about 40 bytes an
     entry, at most R entries a row), the diagonal and the solver's vectors (10 of n;
-    idr and auto: 3 s + 5 more)."""
+    idr and auto: 3 s + 7 more)."""
     from sbmlgpu.errors import OptionError
     from sbmlgpu.runtime.host_memory import available_memory
 
     from .statespace import _gib
 
     n, r = space.n, len(space.reaction_ids)
-    vectors = 11 + (3 * options.idr_shadow + 5 if options.solver in ("idr", "auto") else 0)
+    vectors = 11 + (3 * options.idr_shadow + 7 if options.solver in ("idr", "auto") else 0)
     needed = 8 * r * n + 40 * int(np.count_nonzero(space.sources >= 0)) + 8 * vectors * n
     free = available_memory()
     if needed > free:
