@@ -22,8 +22,11 @@ def test_every_study_reaches_the_tolerance_on_a_small_toggle_switch(tmp_path):
                           "--out", str(tmp_path)]) == 0
     row = json.loads((tmp_path / "cme_solver_study_toggle_40.json").read_text())
     assert row["states"] == 4 * 41 * 41 - 4 and row["levels"][0] == row["states"]
-    for name in ("jacobi", "vcycle", "wcycle", "twolevel", "gmres-tg", "gmres-sa", "kcycle"):
+    for name in ("jacobi", "vcycle", "wcycle", "twolevel", "gmres-tg", "gmres-sa", "kcycle",
+                 "idr", "bicgstab"):
         assert row[name]["converged"], (name, row[name])
+    for name in ("idr", "bicgstab"):
+        assert row[name]["residual"] <= 1e-8 and row[name]["sweeps"] < row["jacobi"]["sweeps"]
     assert row["jacobi"]["sweeps"] > 0
     for name in ("vcycle", "wcycle", "twolevel"):
         assert row[name]["residual"] <= 1e-8 and 0 < row[name]["rate_per_cycle"] < 1

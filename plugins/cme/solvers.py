@@ -19,8 +19,9 @@ algorithm and stop by the same test.
   (four a pass) and linear combinations (eight vectors a pass). It checks the
   residual once per s + 1 applications ((s + 1) k sweeps), and stops before an
   application would pass `max_sweeps`. Measured on the CPU
-  (benchmarks/cme_solver_study.py): 3-14x fewer sweeps than Jacobi alone on the
-  toggle switch and the Schnakenberg limit cycle, where BiCGStab broke down.
+  (benchmarks/cme_solver_study.py): 2.3-11x fewer sweeps than Jacobi on the toggle
+  switch and the Schnakenberg limit cycle; BiCGStab on the same operator took
+  1.2-2.1x IDR's sweeps on the switch and broke down on the limit cycle.
 - `auto` (the default): IDR(s); if it stops short of the tolerance (a breakdown,
   stagnation), damped Jacobi from its best iterate where that is a distribution, else
   from the start. Measured on the H100 (docs/benchmarks.md), IDR took 0.69-4.5 s to
