@@ -108,3 +108,48 @@ def test_gpu_sparse_counting_equals_dense_and_the_cpu_path_agrees(gpu_device):
     cpu = sbmlgpu.dbn(LV, device="cpu", ranges=ranges, **settings)
     gpu_same = sbmlgpu.dbn(LV, device=gpu_device.index, ranges=ranges, **settings)
     assert np.abs(cpu.counted - gpu_same.counted).max() <= 0.002  # <= 10 of 5000 members
+
+
+def _egf_run(device, n=20_000, **kw):
+    return sbmlgpu.dbn(EGF, device=device, progress=False, ensemble=n,
+                       sample=egf_samples(), slices=10, slice_time=1.0, steps=50, **kw)
+
+
+def _assert_same_counts(a, b):
+    np.testing.assert_array_equal(a.edges, b.edges)
+    for v in a.variables:
+        np.testing.assert_array_equal(dense(a, v), dense(b, v), err_msg=v)
+    np.testing.assert_array_equal(a.counted, b.counted)
+
+
+@pytest.mark.parametrize("ranges_given", [False, True])
+def test_gpu_shares_on_threads_count_what_one_share_counts(gpu_device, monkeypatch,
+                                                           ranges_given):
+    """Three shares on three host threads that all drive this GPU (copies of its
+    Device: one primary context, made current on each thread), with kept values and
+    without: bin for bin the counts of one share. Runs on a machine with one GPU."""
+    import copy
+
+    from sbmlgpu.plugins.dbn import program as dbn_program
+
+    one = _egf_run(gpu_device.index)
+    kw = {"ranges": {v: (float(e[0]), float(e[-1])) for v, e in
+                     zip(one.variables, one.edges)}} if ranges_given else {}
+    if ranges_given:
+        one = _egf_run(gpu_device.index, **kw)
+    monkeypatch.setattr(dbn_program.DbnProgram, "_devices",
+                        lambda self, scheduler, n: [self.device, copy.copy(self.device),
+                                                    copy.copy(self.device)])
+    split = _egf_run(gpu_device.index, **kw)
+    assert split.metadata["devices"] == 3
+    assert split.metadata["integrations"] == 1
+    _assert_same_counts(split, one)
+
+
+def test_gpu_counts_do_not_depend_on_the_number_of_gpus(gpu_devices):
+    if len(gpu_devices) < 2:
+        pytest.skip(f"needs 2 GPUs, found {len(gpu_devices)}")
+    one = _egf_run([gpu_devices[0].index], n=200_000)
+    every = _egf_run([d.index for d in gpu_devices], n=200_000)
+    assert every.metadata["devices"] == len(gpu_devices)
+    _assert_same_counts(every, one)

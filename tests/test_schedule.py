@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import sys
+import threading
 import time
 import weakref
 
@@ -418,3 +419,36 @@ def test_predictor_refuses_bad_input():
     np.testing.assert_allclose(linear.coefficients, [1.0])
     with pytest.raises(OptionError, match="2 features"):
         CostPredictor().fit([[1.0], [2.0]], [1.0, 2.0]).predict([[1.0, 2.0]])
+
+
+def test_on_each_device_runs_each_on_its_own_thread_and_names_a_failure():
+    """dispatch.on_each_device: results in the devices' order, each call on a thread of
+    its own with its device current; every call runs to its end, then the first
+    failure in device order is raised, its device named."""
+    from sbmlgpu.schedule.dispatch import on_each_device
+
+    devices = [FakeDevice(0), FakeDevice(1), FakeDevice(2)]
+    seen = {}
+    together = threading.Barrier(3, timeout=10)  # broken unless all three run at once
+
+    def work(device):
+        together.wait()
+        seen[device.index] = (threading.get_ident(), active_device())
+        return device.index * 10
+
+    assert on_each_device(devices, work) == [0, 10, 20]
+    assert len({thread for thread, _ in seen.values()}) == 3
+    assert threading.get_ident() not in {thread for thread, _ in seen.values()}
+    assert all(active is devices[i] for i, (_, active) in seen.items())
+    assert on_each_device([None], lambda d: d is None) == [True]
+
+    finished = []
+
+    def fails_on_odd(device):
+        if device.index % 2:
+            raise SimulationError("went wrong")
+        finished.append(device.index)
+
+    with pytest.raises(SimulationError, match=r"device 1 \(Fake H200\): went wrong"):
+        on_each_device(devices, fails_on_odd)
+    assert sorted(finished) == [0, 2]

@@ -8,11 +8,13 @@ itself because a CUDA context is current per thread.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
-from .worker import DeviceWorker, WorkQueue
+from ..runtime.base import Device
+from .worker import DeviceWorker, WorkQueue, device_label
 
 
 def annotate(exc: BaseException, worker: DeviceWorker) -> BaseException:
@@ -21,19 +23,70 @@ def annotate(exc: BaseException, worker: DeviceWorker) -> BaseException:
     The type is kept so that callers (and the CLI) treat a SimulationError from
     device 1 like one from device 0; sbmlgpu's own errors also get the device in
     their message, which is what the CLI prints."""
-    where = worker.label + (f" on MPI rank {worker.rank}" if worker.rank else "")
-    exc.device_index = None if worker.device is None else worker.device.index  # type: ignore[attr-defined]
-    exc.rank = worker.rank  # type: ignore[attr-defined]
-    if worker.device is None and not worker.rank:
+    return annotate_device(exc, worker.device, worker.rank)
+
+
+def annotate_device(exc: BaseException, device: Device | None, rank: int = 0) -> BaseException:
+    """annotate() for work that ran on `device` (None: the host) outside a worker."""
+    label = device_label(device)
+    where = label + (f" on MPI rank {rank}" if rank else "")
+    exc.device_index = None if device is None else device.index  # type: ignore[attr-defined]
+    exc.rank = rank  # type: ignore[attr-defined]
+    if device is None and not rank:
         return exc  # the host path: nothing to tell apart
     from ..errors import SbmlGpuError
 
     if isinstance(exc, SbmlGpuError) and exc.args and isinstance(exc.args[0], str) \
-            and worker.label not in exc.args[0]:
+            and label not in exc.args[0]:
         exc.args = (f"{where}: {exc.args[0]}",) + exc.args[1:]
     elif sys.version_info >= (3, 11):
         exc.add_note(f"(raised on {where})")
     return exc
+
+
+def on_each_device(devices: Sequence[Device | None], work: Callable[[Device | None], Any]
+                   ) -> list:
+    """[work(device) for device in devices], each call on its own thread with its
+    device current (None: the host, nothing to activate), the results in the order
+    of `devices`.
+
+    For work that splits itself over devices ahead of time (a static share each,
+    e.g. one that keeps a share's values on its device between two calls) rather
+    than taking batches from a queue as run_workers' workers do. One device runs on
+    the calling thread. Every thread runs to its end (there is no queue to close);
+    then the first failure, in device order, is raised with its device named."""
+    def activated(device: Device | None):
+        return device.activate() if device is not None else contextlib.nullcontext()
+
+    if len(devices) == 1:
+        try:
+            with activated(devices[0]):
+                return [work(devices[0])]
+        except BaseException as exc:
+            raise annotate_device(exc, devices[0])
+
+    results: list = [None] * len(devices)
+    failures: list = [None] * len(devices)
+
+    def target(i: int) -> None:
+        try:
+            with activated(devices[i]):
+                results[i] = work(devices[i])
+        except BaseException as exc:  # noqa: BLE001 - raised by the caller below
+            failures[i] = exc
+
+    threads = [threading.Thread(target=target, args=(i,), daemon=True,
+                                name=f"sbmlgpu-{device_label(d)}")
+               for i, d in enumerate(devices)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        while thread.is_alive():  # with a timeout so that Ctrl-C reaches the main thread
+            thread.join(0.2)
+    for device, exc in zip(devices, failures):
+        if exc is not None:
+            raise annotate_device(exc, device)
+    return results
 
 
 def run_workers(workers: Sequence[DeviceWorker], queue: WorkQueue) -> None:

@@ -83,6 +83,18 @@ class SparseCounter:
                 counts = np.bincount(cells, minlength=len(configs) * k).reshape(-1, k)
                 self._parts[v][t].append((configs, counts.astype(np.int64)))
 
+    @classmethod
+    def merged(cls, counters: list["SparseCounter"]) -> "SparseCounter":
+        """One counter holding the batches of all of `counters` (of one structure),
+        as if they had been added to it: finish() merges them into sorted unique
+        configurations, so the result does not depend on which counter had which."""
+        out = cls(counters[0].structure)
+        for counter in counters:
+            for v, transitions in counter._parts.items():
+                for t, parts in enumerate(transitions):
+                    out._parts[v][t].extend(parts)
+        return out
+
     def finish(self) -> dict[str, tuple[list[np.ndarray], list[np.ndarray]]]:
         """Variable -> (configs per transition, counts per transition): unique rows,
         lexicographically sorted, counts summed over the batches."""

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -41,6 +40,7 @@ from sbmlgpu.profile import phase
 from sbmlgpu.runtime.host_memory import available_memory
 from sbmlgpu.results import DbnResult, Status
 from sbmlgpu.results.dbn import SparseCounts
+from sbmlgpu.schedule.dispatch import on_each_device
 from sbmlgpu.schedule.progress import Progress
 from sbmlgpu.tasks import DbnApproximation
 from sbmlgpu.views.ode import OdeSystem
@@ -97,7 +97,8 @@ class DbnProgram(Program):
         structure = DbnStructure.of(self.ode, parameter_nodes, int(task.bins),
                                     int(task.slices), o.max_dense_rows)
         _check_ranges(task, structure)
-        _check_memory(structure, n, len(varied), self.device)
+        devices = self._devices(scheduler, n)
+        _check_memory(structure, n, len(varied), devices)
         real = np.float64 if o.precision == "double" else np.float32
         with phase(profiler, "sample"):
             # in the kernel's real type: what the engines upload, without a copy
@@ -113,9 +114,6 @@ class DbnProgram(Program):
             self._sources[het.source.name] = het.source.text
             if het.values_source is not None:
                 self._sources[het.values_source.name] = het.values_source.text
-        engine = GpuEngine(kernels, self.device, het,
-                           fast_math=o.fast_math and o.precision == "float") \
-            if self.device is not None else HostEngine(kernels)
         times = START_TIME + float(task.slice_time) * np.arange(task.slices + 1,
                                                                 dtype=np.float64)
         dt = float(task.slice_time) / int(task.steps)
@@ -124,37 +122,36 @@ class DbnProgram(Program):
                               seed=int(task.seed), block_size=o.block_size)
         given = {sid: tuple(map(float, r)) for sid, r in dict(task.ranges).items()}
         find_ranges = any(v not in given for v in structure.variables)
-        # one integration where the values fit (with the heterogeneous kernel: its
-        # values variant, then the extrema and the counts from the values)
-        values = self._keep_values(engine, n, len(times), structure, len(varied)) \
-            if find_ranges else None
+        fast_math = o.fast_math and o.precision == "float"
+        shares = [_Share(device, GpuEngine(kernels, device, het, fast_math=fast_math)
+                         if device is not None else HostEngine(kernels), part)
+                  for device, part in zip(devices, _split(n, len(devices)))]
+        engine = shares[0].engine
+        progress = bool(getattr(task, "progress", True))
         try:
-            with phase(profiler, "compile"):  # the kernels this run launches
-                engine.compile(find_ranges=find_ranges, kept=values is not None)
-            # (read after the values took their share of the free memory)
-            batch = self._batch_size(n, len(varied), structure, kernels.sink.records)
-            run = _Run(engine, table, times, config,
-                       [slice(a, min(a + batch, n)) for a in range(0, n, batch)]
-                       or [slice(0, 0)], bool(getattr(task, "progress", True)), profiler)
+            def prepare(share: _Share) -> None:
+                self._prepare(share, times, structure, len(varied), kernels.sink.records,
+                              find_ranges)
 
-            found, range_ms, range_seconds, integrated = None, 0.0, 0.0, None
+            with phase(profiler, "compile"):  # the kernels this run launches, per device:
+                # the first device builds them, the others find them in nvcc's cache
+                self._on_shares(shares[:1], prepare)
+                if len(shares) > 1:
+                    self._on_shares(shares[1:], prepare)
+            found, range_ms, range_seconds = None, 0.0, 0.0
             if find_ranges:
-                found, range_ms, range_seconds, integrated = self._range_pass(
-                    run, len(structure.variables), dt, values)
+                found, range_ms, range_seconds = self._range_pass(
+                    shares, table, times, config, len(structure.variables), dt, progress,
+                    profiler)
             ranges, origin = _ranges(structure, given, found)
             edges = np.stack([np.linspace(lo, hi, structure.bins + 1) for lo, hi in ranges])
 
             t0 = time.perf_counter()
-            if values is not None:
-                status, steps, buffer, counter, count_ms = self._replay_pass(
-                    run, structure, ranges, values, *integrated)
-            else:
-                status, steps, buffer, counter, count_ms = self._count_pass(run, structure,
-                                                                            ranges)
+            status, steps, buffer, counter, count_ms = self._count_passes(
+                shares, table, times, config, structure, ranges, progress, profiler)
             count_seconds = time.perf_counter() - t0
         finally:
-            if values is not None:
-                values.free()
+            self._on_shares(shares, _Share.free_values)
         ok = status == int(Status.ok)
         n_ok = int(ok.sum())
         if n_ok == 0:
@@ -179,10 +176,13 @@ class DbnProgram(Program):
             "failed_members": np.flatnonzero(~ok)[:100].tolist(),
             "parameter_nodes": list(parameter_nodes),
             "dense_variables": list(structure.dense), "sparse_variables": list(structure.sparse),
-            "range_origin": origin, "ranges": ranges.tolist(), "batch": batch,
-            "integrations": 1 if values is not None or not find_ranges else 2,
-            "fast_math": bool(o.fast_math and o.precision == "float"
-                              and self.device is not None),
+            "range_origin": origin, "ranges": ranges.tolist(),
+            "batch": max(share.batch for share in shares),
+            "integrations": 2 if find_ranges and not all(share.kept for share in shares)
+                            else 1,
+            "devices": len(shares),
+            "trajectories_per_device": [share.size for share in shares],
+            "fast_math": bool(fast_math and shares[0].device is not None),
             "range_pass_seconds": range_seconds, "count_pass_seconds": count_seconds,
             "range_kernel_ms": range_ms, "count_kernel_ms": count_ms,
             "rk4_steps": int(steps[ok].sum()), "all_rk4_steps": int(steps.sum()),
@@ -193,39 +193,86 @@ class DbnProgram(Program):
         self.last_run = dict(result.metadata)
         return result
 
-    def _range_pass(self, run: "_Run", n_variables: int, dt: float, values: Values | None):
-        """(found (variables, 2) min and max, kernel ms, seconds, (status, steps)):
-        step 3; every value kept in `values` where given."""
+    def _devices(self, scheduler, n: int) -> list:
+        """The devices a run splits its trajectories over: the scheduler's devices on
+        this host when the program runs on the GPU (the program's own first), at most
+        one per trajectory; [None] on the CPU path."""
+        if self.device is None:
+            return [None]
+        devices = [self.device]
+        for device in (scheduler.local_devices if scheduler is not None else ()):
+            if device is not None and all(device is not d for d in devices):
+                devices.append(device)
+        return devices[:max(1, n)]
+
+    @staticmethod
+    def _on_shares(shares: list["_Share"], work) -> list:
+        """work(share) for every share, on its device's thread (dispatch.on_each_device)."""
+        by_device = {id(share.device): share for share in shares}
+        return on_each_device([share.device for share in shares],
+                              lambda device: work(by_device[id(device)]))
+
+    def _prepare(self, share: "_Share", times: np.ndarray, structure: DbnStructure,
+                 n_varied: int, records: bool, find_ranges: bool) -> None:
+        """On the share's device: its kept values where they fit (one integration),
+        its kernels compiled, and its batches, sized after the values took their
+        share of the free memory."""
+        if find_ranges:
+            share.values = self._keep_values(share.engine, share.device, share.size,
+                                             len(times), structure, n_varied)
+        share.kept = share.values is not None
+        share.engine.compile(find_ranges=find_ranges, kept=share.kept)
+        share.batch = self._batch_size(share.device, share.size, n_varied, structure, records)
+        share.batches = [slice(a, min(a + share.batch, share.stop))
+                         for a in range(share.start, share.stop, share.batch)] \
+            or [slice(share.start, share.start)]
+
+    def _range_pass(self, shares: list["_Share"], table: np.ndarray, times: np.ndarray,
+                    config: LaunchConfig, n_variables: int, dt: float, progress: bool,
+                    profiler):
+        """(found (variables, 2) min and max, kernel ms, seconds): step 3 on every
+        share, each keeping its values where it has room; the extrema of the shares
+        merged (min and max: the same whatever the split)."""
         t0 = time.perf_counter()
-        n = run.table.shape[1]
-        keys = None
-        status = np.empty(n, np.int8)
-        steps = np.empty(n, np.int64)
-        kernel_ms = 0.0
-        with Progress(n, enabled=run.progress, desc="ranges") as bar, \
-                phase(run.profiler, "range pass"):
-            for part in run.batches:
-                p = run.engine.range_pass(run.table[:, part], run.times, run.config,
-                                          run.profiler,
-                                          (values, part.start) if values is not None else None)
+        n = table.shape[1]
+
+        def work(share: "_Share"):
+            keys, kernel_ms = None, 0.0
+            for part in share.batches:
+                p = share.engine.range_pass(
+                    table[:, part], times, config, profiler,
+                    (share.values, part.start - share.start)
+                    if share.values is not None else None)
                 keys = p.keys.copy() if keys is None else _merge_keys(keys, p.keys)
-                status[part], steps[part] = p.status, p.steps
+                share.status[part.start - share.start:part.stop - share.start] = p.status
+                share.steps[part.start - share.start:part.stop - share.start] = p.steps
                 kernel_ms += p.kernel_ms
                 bar.advance(part.stop - part.start)
+            return keys, kernel_ms
+
+        with Progress(n, enabled=progress, desc="ranges") as bar, \
+                phase(profiler, "range pass"):
+            found = self._on_shares(shares, work)
+        status = np.concatenate([share.status for share in shares])
         if n and not np.any(status == int(Status.ok)):
             raise self._all_failed(n, status, dt)
-        return keys_to_values(keys), kernel_ms, time.perf_counter() - t0, (status, steps)
+        keys = None
+        for share_keys, _ in found:
+            if share_keys is not None:
+                keys = share_keys if keys is None else _merge_keys(keys, share_keys)
+        return (keys_to_values(keys), max(ms for _, ms in found),
+                time.perf_counter() - t0)
 
-    def _keep_values(self, engine, n: int, n_times: int, structure: DbnStructure,
+    def _keep_values(self, engine, device, n: int, n_times: int, structure: DbnStructure,
                      n_varied: int):
-        """Values for the whole run where they fit, else None (two integrations). On
-        the host, what _check_memory counts for the run and a batch of bin records
-        are taken out of the available memory first."""
+        """Values for `n` members on `device` where they fit, else None (two
+        integrations). On the host, what _check_memory counts for the run and a batch
+        of bin records are taken out of the available memory first."""
         real = 8 if self.options.precision == "double" else 4
         need = n * n_times * len(structure.variables) * real
         counts = 4 * structure.count_elements
-        if self.device is not None:
-            have = self.device.free_memory()
+        if device is not None:
+            have = device.free_memory()
         else:
             have = available_memory() - _host_bytes(structure, n, n_varied) \
                 - (HOST_RECORD_BYTES if structure.sparse else 0)
@@ -238,52 +285,80 @@ class DbnProgram(Program):
             return None
         return values
 
-    def _replay_pass(self, run: "_Run", structure: DbnStructure, ranges: np.ndarray,
-                     values: Values, status: np.ndarray, steps: np.ndarray):
-        """Step 4 from the values the range pass kept: as _count_pass returns."""
-        counter = SparseCounter(structure) if structure.sparse else None
-        kernel_ms = 0.0
-        run.engine.start_counts(structure.count_elements)
-        n = run.table.shape[1]
-        with Progress(n, enabled=run.progress, desc="counts") as bar, \
-                phase(run.profiler, "count pass (replay)"):
-            for part in run.batches:
-                p = run.engine.replay_pass(values, part.start, status[part], len(run.times),
-                                           ranges, run.config.block_size, run.profiler)
-                kernel_ms += p.kernel_ms
-                if counter is not None:
-                    counter.add(p.records, p.status == int(Status.ok))
-                bar.advance(part.stop - part.start)
-        return status, steps, run.engine.finish_counts(), counter, kernel_ms
-
-    def _count_pass(self, run: "_Run", structure: DbnStructure, ranges: np.ndarray):
+    def _count_passes(self, shares: list["_Share"], table: np.ndarray, times: np.ndarray,
+                      config: LaunchConfig, structure: DbnStructure, ranges: np.ndarray,
+                      progress: bool, profiler):
         """(status, steps, the dense count buffer, the sparse counter or None, kernel
-        ms): step 4. A batch's failed members run again with weight -1."""
-        n = run.table.shape[1]
-        status = np.empty(n, np.int8)
-        steps = np.empty(n, np.int64)
+        ms): step 4 on every share, from its kept values where it has them, else by
+        integrating again; the shares' counts summed (integers: the same whatever the
+        split, the sparse ones merged as batches are)."""
+        n = table.shape[1]
+
+        def work(share: "_Share"):
+            if share.values is not None:
+                return self._replay_pass(share, structure, ranges, len(times), config,
+                                         profiler, bar)
+            return self._count_pass(share, table, times, config, structure, ranges,
+                                    profiler, bar)
+
+        with Progress(n, enabled=progress, desc="counts" if shares[0].values is not None
+                      else "trajectories") as bar, \
+                phase(profiler, "count pass"):
+            passes = self._on_shares(shares, work)
+        buffer = passes[0][0]
+        if len(passes) > 1:  # at most n <= COUNT_LIMIT per cell, but not per device
+            buffer = buffer.astype(np.int64)
+            for other, _, _ in passes[1:]:
+                buffer += other
+        counters = [counter for _, counter, _ in passes]
+        counter = SparseCounter.merged(counters) if structure.sparse else None
+        status = np.concatenate([share.status for share in shares])
+        steps = np.concatenate([share.steps for share in shares])
+        return status, steps, buffer, counter, max(ms for _, _, ms in passes)
+
+    def _replay_pass(self, share: "_Share", structure: DbnStructure, ranges: np.ndarray,
+                     n_times: int, config: LaunchConfig, profiler, bar):
+        """One share's counts from the values its range pass kept: (dense buffer,
+        sparse counter or None, kernel ms)."""
         counter = SparseCounter(structure) if structure.sparse else None
         kernel_ms = 0.0
-        run.engine.start_counts(structure.count_elements)
-        with Progress(n, enabled=run.progress, desc="trajectories") as bar, \
-                phase(run.profiler, "count pass"):
-            for part in run.batches:
-                table = run.table[:, part]
-                p = run.engine.count_pass(table, run.times, run.config, ranges,
-                                          profiler=run.profiler)
-                status[part], steps[part] = p.status, p.steps
-                kernel_ms += p.kernel_ms
-                ok = p.status == int(Status.ok)
-                if counter is not None:
-                    counter.add(p.records, ok)
-                failed = np.flatnonzero(~ok)
-                if len(failed) and structure.dense:
-                    back = run.engine.count_pass(table[:, failed], run.times, run.config,
-                                                 ranges, weight=WEIGHT_REMOVE,
-                                                 profiler=run.profiler)
-                    kernel_ms += back.kernel_ms
-                bar.advance(part.stop - part.start)
-        return status, steps, run.engine.finish_counts(), counter, kernel_ms
+        share.engine.start_counts(structure.count_elements)
+        for part in share.batches:
+            first = part.start - share.start
+            p = share.engine.replay_pass(share.values, first,
+                                         share.status[first:part.stop - share.start],
+                                         n_times, ranges, config.block_size, profiler)
+            kernel_ms += p.kernel_ms
+            if counter is not None:
+                counter.add(p.records, p.status == int(Status.ok))
+            bar.advance(part.stop - part.start)
+        return share.engine.finish_counts(), counter, kernel_ms
+
+    def _count_pass(self, share: "_Share", table: np.ndarray, times: np.ndarray,
+                    config: LaunchConfig, structure: DbnStructure, ranges: np.ndarray,
+                    profiler, bar):
+        """One share's counts by integrating its members again: (dense buffer, sparse
+        counter or None, kernel ms). A batch's failed members run again with weight
+        -1."""
+        counter = SparseCounter(structure) if structure.sparse else None
+        kernel_ms = 0.0
+        share.engine.start_counts(structure.count_elements)
+        for part in share.batches:
+            sub = table[:, part]
+            p = share.engine.count_pass(sub, times, config, ranges, profiler=profiler)
+            here = slice(part.start - share.start, part.stop - share.start)
+            share.status[here], share.steps[here] = p.status, p.steps
+            kernel_ms += p.kernel_ms
+            ok = p.status == int(Status.ok)
+            if counter is not None:
+                counter.add(p.records, ok)
+            failed = np.flatnonzero(~ok)
+            if len(failed) and structure.dense:
+                back = share.engine.count_pass(sub[:, failed], times, config, ranges,
+                                               weight=WEIGHT_REMOVE, profiler=profiler)
+                kernel_ms += back.kernel_ms
+            bar.advance(part.stop - part.start)
+        return share.engine.finish_counts(), counter, kernel_ms
 
     def _all_failed(self, n: int, status: np.ndarray, dt: float) -> SimulationError:
         return SimulationError(
@@ -292,30 +367,50 @@ class DbnProgram(Program):
             f"fixed-step RK4 with step {dt:g} is unstable for a stiff model: use more "
             f"--steps per slice")
 
-    def _batch_size(self, n: int, n_varied: int, structure: DbnStructure, records: bool) -> int:
+    def _batch_size(self, device, n: int, n_varied: int, structure: DbnStructure,
+                    records: bool) -> int:
         if self.options.batch:
             return max(1, min(n, self.options.batch))
         record = (structure.slices + 1) * len(structure.variables) if records else 0
         real = 8 if self.options.precision == "double" else 4
         per_member = n_varied * real + 5 + record
-        if self.device is not None:
-            budget = int(self.device.free_memory() * BATCH_MEMORY_SHARE)
+        if device is not None:
+            budget = int(device.free_memory() * BATCH_MEMORY_SHARE)
         else:
             budget = HOST_RECORD_BYTES if records else 1 << 62
         return int(max(1, min(n, budget // max(per_member, 1))))
 
 
-@dataclass(frozen=True)
-class _Run:
-    """What both passes of one run share."""
+class _Share:
+    """The trajectories [start, stop) that one device (None: the host) runs, its
+    engine, and what its passes keep: its values (None: it integrates twice), its
+    batches, and its members' status and steps."""
 
-    engine: Any
-    table: np.ndarray  # (varied, n) the sampled values
-    times: np.ndarray
-    config: LaunchConfig
-    batches: list[slice]
-    progress: bool
-    profiler: Any
+    def __init__(self, device, engine, part: slice):
+        self.device, self.engine = device, engine
+        self.start, self.stop = part.start, part.stop
+        self.values: Values | None = None
+        self.kept = False  # whether it kept its values (they are freed at the end)
+        self.batch = 0
+        self.batches: list[slice] = []
+        self.status = np.empty(self.size, np.int8)
+        self.steps = np.empty(self.size, np.int64)
+
+    @property
+    def size(self) -> int:
+        return self.stop - self.start
+
+    def free_values(self) -> None:
+        if self.values is not None:
+            self.values.free()
+            self.values = None
+
+
+def _split(n: int, parts: int) -> list[slice]:
+    """[0, n) in `parts` contiguous shares whose sizes differ by at most one: a fixed
+    RK4 step gives every trajectory the same work, so equal shares balance."""
+    bounds = [n * i // parts for i in range(parts + 1)]
+    return [slice(a, b) for a, b in zip(bounds, bounds[1:])]
 
 
 def _check_ranges(task: DbnApproximation, structure: DbnStructure) -> None:
@@ -327,18 +422,23 @@ def _check_ranges(task: DbnApproximation, structure: DbnStructure) -> None:
                                        f"a parameter becomes one when it is sampled)")
 
 
-def _check_memory(structure: DbnStructure, n: int, n_varied: int, device) -> None:
+def _check_memory(structure: DbnStructure, n: int, n_varied: int, devices) -> None:
     """OptionError before anything is sampled or allocated when the run cannot fit:
-    the dense CPTs where the kernel counts them (device or host), and on the host the
-    sampled table, per-member status and steps, the counts' copies (uint32 from the
-    kernel, int64 per variable) and the marginals."""
+    the dense CPTs where the kernel counts them (on every device, or on the host), and
+    on the host the sampled table, per-member status and steps, the counts' copies
+    (uint32 from the kernel, int64 per variable) and the marginals."""
     dense = 4 * structure.count_elements
-    if device is not None:
+    for device in devices:
+        if device is None:
+            continue
         have = int(device.free_memory() * 0.8)
         if dense > have:
-            raise _too_large(structure, "bins", "the dense CPTs", dense, have, "on the GPU")
+            raise _too_large(structure, "bins", "the dense CPTs", dense, have,
+                             f"on GPU {device.index}")
     members = n * (16 * n_varied + 9)
     host = _host_bytes(structure, n, n_varied)
+    if len(devices) > 1:  # the other devices' count buffers and their int64 sum
+        host += (4 * (len(devices) - 1) + 8) * structure.count_elements
     have = int(available_memory() * 0.8)
     if host > have:  # named after the larger part: the trajectories or the tables
         raise _too_large(structure, "ensemble" if 2 * members > host else "bins",
