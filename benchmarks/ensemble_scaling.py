@@ -3,7 +3,7 @@
 and SSA ensembles, and whether the results stay the same member for member.
 
     python benchmarks/ensemble_scaling.py [--gpus 1 2 4] [--models lorenz petab ssa]
-        [--members N | MODEL=N ...] [--repeats R] [--quick] [--out DIR]
+        [--members N | MODEL=N ...] [--repeats R] [--quick] [--out DIR] [--profile DIR]
     python benchmarks/ensemble_scaling.py --cpu-smoke      # no GPU: tiny, on the CPU path
 
 Cases (--models):
@@ -270,10 +270,16 @@ def compare_summaries(reference, result) -> dict:
 
 
 # -- the scaling runs ------------------------------------------------------------------------
-def measure(case: Case, gpus: int, copies: int, device, repeats: int, reference):
+def measure(case: Case, gpus: int, copies: int, device, repeats: int, reference,
+            profile_dir: str | None = None):
     """(row, result) of one timed run on `gpus` GPUs; compared with `reference`
-    (None: this is the reference)."""
+    (None: this is the reference). With `profile_dir`, the last call's profile (every
+    launch and host phase; sbmlgpu.profile.Profiler.from_json reads it) is written there."""
     outcome, seconds = call(case, copies, device, repeats)
+    if profile_dir and outcome.profiler is not None:
+        Path(profile_dir).mkdir(parents=True, exist_ok=True)
+        scaling = "weak" if copies > 1 else "strong"
+        outcome.profiler.to_json(Path(profile_dir) / f"{case.name}-{scaling}-{gpus}gpu.json")
     result, members = outcome.result, case.members * copies
     devices = per_device(outcome.profiler, case.kernel_prefix)
     kernel_s = max((d["kernel_s"] for d in devices.values()), default=0.0) or None
@@ -301,7 +307,8 @@ def add_scaling(row: dict, base: dict) -> None:
             base["members"] / base["kernel_s"])
 
 
-def scale(case: Case, counts: list[int], device_for, repeats: int) -> list[dict]:
+def scale(case: Case, counts: list[int], device_for, repeats: int,
+          profile_dir: str | None = None) -> list[dict]:
     """Every run of one case: per GPU count a warm-up, the strong run and (N > 1) the
     weak run; the 1-GPU run is the reference of all."""
     rows, base, reference = [], None, None
@@ -311,7 +318,8 @@ def scale(case: Case, counts: list[int], device_for, repeats: int) -> list[dict]
             if copies == 1:  # the warm-up: the strong run's own call
                 print(f"{case.name}: warm-up on {gpus} GPU(s)", flush=True)
                 call(case, 1, device, 1)
-            row, result = measure(case, gpus, copies, device, repeats, reference)
+            row, result = measure(case, gpus, copies, device, repeats, reference,
+                                  profile_dir)
             if gpus == 1:
                 base, reference = row, result
             else:
@@ -382,6 +390,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--repeats", type=int, default=1, help="timed calls per run (median)")
     p.add_argument("--petab-model", default="Boehm_JProteomeRes2014")
     p.add_argument("--petab-root", default=str(DEFAULT_ROOT))
+    p.add_argument("--profile", metavar="DIR",
+                   help="write each timed run's profile (launches and host phases) here")
     p.add_argument("--ssa-output", choices=("auto", "trajectories", "summary"),
                    default="auto")
     return p
@@ -426,7 +436,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: setting up {sizes[name]:,} members", flush=True)
         case = make_case(name, sizes[name], args, counts[-1])
         report["cases"][name] = case.describe()
-        report["rows"] += scale(case, counts, device_for, args.repeats)
+        report["rows"] += scale(case, counts, device_for, args.repeats, args.profile)
         write_json(args.out, "ensemble_scaling", report)  # after every case
 
     print()
