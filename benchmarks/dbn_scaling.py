@@ -69,9 +69,10 @@ def same_counts(a, b) -> tuple[bool, int]:
     differing = 0
     if not np.array_equal(a.edges, b.edges):
         return False, -1
-    for v in a.variables:
-        x, y = np.asarray(a.counts[v]), np.asarray(b.counts[v])
-        differing += int(np.count_nonzero(x != y)) if x.shape == y.shape else x.size
+    for v in a.variables:  # dense or sparse alike: each transition's dense table
+        for s in range(len(a.times) - 1):
+            x, y = a.dense_counts(v, s), b.dense_counts(v, s)
+            differing += int(np.count_nonzero(x != y)) if x.shape == y.shape else x.size
     same_marginals = np.array_equal(a.counted, b.counted)
     return differing == 0 and same_marginals, differing
 

@@ -64,19 +64,23 @@ class HostBuilt(FakeKernel):
 
 
 class HostBuiltModule(Module):
-    def __init__(self, library, device: FakeDevice, fail: bool):
+    def __init__(self, library, device: FakeDevice, fail):
         self.library, self.device, self.fail = library, device, fail
 
     def function(self, name: str) -> HostBuilt:
-        return HostBuilt(name, self.library, self.device.launches, self.fail)
+        return HostBuilt(name, self.library, self.device.launches, self.fail(name))
 
 
-def fake_gpus(count: int, fail_on: int | None = None) -> list[FakeDevice]:
+def fake_gpus(count: int, fail_on: int | None = None, fail_kernel: str = "",
+              free: list[int] | None = None) -> list[FakeDevice]:
+    """`count` fake GPUs running the host builds; the kernels of GPU `fail_on` whose
+    names contain `fail_kernel` fail; `free`: each GPU's free memory."""
     def build(device, source):
         return HostBuiltModule(host.load(source, "dbn_fake_gpu", HOST_FLAGS), device,
-                               fail=device.index == fail_on)
+                               lambda name: device.index == fail_on and fail_kernel in name)
 
-    return [FakeDevice(i, compile=build) for i in range(count)]
+    return [FakeDevice(i, compile=build, **({"free": free[i]} if free else {}))
+            for i in range(count)]
 
 
 def lv(device, n=1500, **kw):
@@ -88,8 +92,8 @@ def lv(device, n=1500, **kw):
 
 @pytest.fixture
 def gpus(monkeypatch):
-    def install(count: int, fail_on: int | None = None) -> list[FakeDevice]:
-        devices = fake_gpus(count, fail_on)
+    def install(count: int, **kw) -> list[FakeDevice]:
+        devices = fake_gpus(count, **kw)
         monkeypatch.setattr(runtime, "get_driver", lambda: FakeDriver(devices))
         return devices
     return install
@@ -163,7 +167,52 @@ def test_more_devices_than_trajectories_uses_one_per_trajectory(gpus):
     assert r.metadata["devices"] == 2 and r.metadata["trajectories_per_device"] == [1, 1]
 
 
-def test_a_failure_on_one_device_is_raised_naming_it(gpus):
-    gpus(2, fail_on=1)
-    with pytest.raises(DeviceError, match="device 1"):
+def test_a_share_that_cannot_keep_its_values_integrates_twice_alone(gpus, on_the_cpu):
+    """GPU 1 has too little memory for its share's values: it integrates again while
+    GPU 0 replays what it kept; the counts are the same."""
+    devices = gpus(2, free=[1 << 30, 200_000])
+    r = lv([0, 1])
+    assert r.metadata["integrations"] == 2
+    _same_counts(r, on_the_cpu)
+    names = [[name for name, *_ in d.launches] for d in devices]
+    assert any(n.endswith("_replay") for n in names[0])
+    assert not any(n.endswith("_replay") for n in names[1])
+
+
+@pytest.mark.parametrize("kernel", ["", "_replay"])
+def test_a_failure_on_one_device_is_raised_naming_it_and_frees_the_counts(
+        gpus, monkeypatch, kernel):
+    """Every kernel of GPU 1 fails (the range pass), or only its replay (the count
+    buffers are allocated): the error names GPU 1, and no count buffer is left."""
+    from sbmlgpu.plugins.dbn.engines import GpuEngine
+
+    live = set()
+    start, finish, discard = (GpuEngine.start_counts, GpuEngine.finish_counts,
+                              GpuEngine.discard_counts)
+
+    def started(self, elements):
+        start(self, elements)
+        live.add(id(self))
+
+    def finished(self):
+        live.discard(id(self))
+        return finish(self)
+
+    def discarded(self):
+        live.discard(id(self))
+        discard(self)
+
+    monkeypatch.setattr(GpuEngine, "start_counts", started)
+    monkeypatch.setattr(GpuEngine, "finish_counts", finished)
+    monkeypatch.setattr(GpuEngine, "discard_counts", discarded)
+    gpus(2, fail_on=1, fail_kernel=kernel)
+    with pytest.raises(DeviceError, match=r"device 1 \(Fake H200\): the kernel failed"):
         lv([0, 1])
+    assert not live
+
+
+def test_one_gpu_errors_are_not_renamed(gpus):
+    """One GPU: the error as it was raised, without a device prefix."""
+    gpus(1, fail_on=0)
+    with pytest.raises(DeviceError, match=r"^the kernel failed"):
+        lv([0])

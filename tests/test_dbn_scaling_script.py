@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -42,12 +41,21 @@ def test_two_fake_gpus_end_to_end(script, monkeypatch, tmp_path):
     assert report["settings"]["trajectories"] == 300 and report["commit"] is not None
 
 
-def test_a_differing_count_is_found(script):
-    counts = {"x": np.zeros((2, 5, 5), np.int64)}
-    a = SimpleNamespace(variables=("x",), edges=np.zeros((1, 6)), counts=counts,
-                        counted=np.zeros((3, 1, 5)))
-    other = {"x": counts["x"].copy()}
-    other["x"][1, 2, 3] = 1
-    b = SimpleNamespace(variables=("x",), edges=a.edges, counts=other, counted=a.counted)
-    assert script.same_counts(a, a) == (True, 0)
-    assert script.same_counts(a, b) == (False, 1)
+def test_a_differing_count_is_found_dense_or_sparse(script):
+    from sbmlgpu.results.dbn import SparseCounts
+
+    from .dbn_helpers import count, random_walk_bins, result_of, sparse_copy
+
+    records = random_walk_bins(np.random.default_rng(0), 200, 3, 2, 4)
+    parents = {"a": ("a", "b"), "b": ("b",)}
+    counts, counted = count(records, ("a", "b"), parents, 4)
+    one = result_of(("a", "b"), parents, 4, counts, counted)
+    changed = {v: c.copy() for v, c in counts.items()}
+    changed["a"][1, 2, 3] += 1
+    other = result_of(("a", "b"), parents, 4, changed, counted)
+    assert script.same_counts(one, one) == (True, 0)
+    assert script.same_counts(one, other) == (False, 1)
+    sparse_one, sparse_other = sparse_copy(one), sparse_copy(other)
+    assert isinstance(sparse_one.counts["a"], SparseCounts)
+    assert script.same_counts(sparse_one, sparse_copy(one)) == (True, 0)
+    assert script.same_counts(sparse_one, sparse_other) == (False, 1)

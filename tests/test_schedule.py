@@ -425,13 +425,13 @@ def test_on_each_device_runs_each_on_its_own_thread_and_names_a_failure():
     """dispatch.on_each_device: results in the devices' order, each call on a thread of
     its own with its device current; every call runs to its end, then the first
     failure in device order is raised, its device named."""
-    from sbmlgpu.schedule.dispatch import on_each_device
+    from sbmlgpu.schedule.dispatch import Stopped, on_each_device
 
     devices = [FakeDevice(0), FakeDevice(1), FakeDevice(2)]
     seen = {}
     together = threading.Barrier(3, timeout=10)  # broken unless all three run at once
 
-    def work(device):
+    def work(device, stop):
         together.wait()
         seen[device.index] = (threading.get_ident(), active_device())
         return device.index * 10
@@ -440,15 +440,25 @@ def test_on_each_device_runs_each_on_its_own_thread_and_names_a_failure():
     assert len({thread for thread, _ in seen.values()}) == 3
     assert threading.get_ident() not in {thread for thread, _ in seen.values()}
     assert all(active is devices[i] for i, (_, active) in seen.items())
-    assert on_each_device([None], lambda d: d is None) == [True]
+    assert on_each_device([None], lambda d, stop: d is None) == [True]
 
-    finished = []
+    # a failure stops the others at their next check, all are joined, the first
+    # failure in device order is raised (the other logged)
+    stopped, alive = [], []
 
-    def fails_on_odd(device):
+    def fails_on_odd(device, stop):
         if device.index % 2:
-            raise SimulationError("went wrong")
-        finished.append(device.index)
+            raise SimulationError(f"went wrong {device.index}")
+        while not stop.wait(0.01):  # a long share, checking between its launches
+            pass
+        stopped.append(device.index)
+        raise Stopped()
 
-    with pytest.raises(SimulationError, match=r"device 1 \(Fake H200\): went wrong"):
+    devices.append(FakeDevice(3))
+    with pytest.raises(SimulationError, match=r"device 1 \(Fake H200\): went wrong 1"):
         on_each_device(devices, fails_on_odd)
-    assert sorted(finished) == [0, 2]
+    assert sorted(stopped) == [0, 2]
+    assert not [t for t in threading.enumerate() if t.name.startswith("sbmlgpu-device")]
+    # one device: the calling thread, its error as raised
+    with pytest.raises(SimulationError, match=r"^went wrong 1$"):
+        on_each_device(devices[1:2], fails_on_odd)

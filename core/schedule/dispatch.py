@@ -9,12 +9,15 @@ itself because a CUDA context is current per thread.
 from __future__ import annotations
 
 import contextlib
+import logging
 import sys
 import threading
 from typing import Any, Callable, Sequence
 
 from ..runtime.base import Device
 from .worker import DeviceWorker, WorkQueue, device_label
+
+log = logging.getLogger("sbmlgpu.schedule")
 
 
 def annotate(exc: BaseException, worker: DeviceWorker) -> BaseException:
@@ -44,48 +47,67 @@ def annotate_device(exc: BaseException, device: Device | None, rank: int = 0) ->
     return exc
 
 
-def on_each_device(devices: Sequence[Device | None], work: Callable[[Device | None], Any]
-                   ) -> list:
-    """[work(device) for device in devices], each call on its own thread with its
-    device current (None: the host, nothing to activate), the results in the order
-    of `devices`.
+class Stopped(Exception):
+    """Raised by on_each_device's work when its `stop` is set: another device failed
+    or the run was interrupted, and this device's part is no longer wanted."""
+
+
+def on_each_device(devices: Sequence[Device | None],
+                   work: Callable[[Device | None, threading.Event], Any]) -> list:
+    """[work(device, stop) for device in devices], each call on its own thread with
+    its device current (None: the host, nothing to activate), the results in the
+    order of `devices`.
 
     For work that splits itself over devices ahead of time (a static share each,
     e.g. one that keeps a share's values on its device between two calls) rather
     than taking batches from a queue as run_workers' workers do. One device runs on
-    the calling thread. Every thread runs to its end (there is no queue to close);
-    then the first failure, in device order, is raised with its device named."""
-    def activated(device: Device | None):
-        return device.activate() if device is not None else contextlib.nullcontext()
-
+    the calling thread (its errors as they are: there is no other device to tell
+    apart). With several, a failure (or Ctrl-C on the calling thread) sets `stop`,
+    which `work` checks between its launches (raising Stopped, or returning); every
+    thread is joined before anything is raised, so that nothing runs on after the
+    call (a caller frees what the work used); then the first failure in device
+    order is raised with its device named, and the others are logged."""
+    stop = threading.Event()
     if len(devices) == 1:
-        try:
-            with activated(devices[0]):
-                return [work(devices[0])]
-        except BaseException as exc:
-            raise annotate_device(exc, devices[0])
+        device = devices[0]
+        with device.activate() if device is not None else contextlib.nullcontext():
+            return [work(device, stop)]
 
     results: list = [None] * len(devices)
     failures: list = [None] * len(devices)
 
     def target(i: int) -> None:
         try:
-            with activated(devices[i]):
-                results[i] = work(devices[i])
+            with devices[i].activate() if devices[i] is not None \
+                    else contextlib.nullcontext():
+                results[i] = work(devices[i], stop)
         except BaseException as exc:  # noqa: BLE001 - raised by the caller below
             failures[i] = exc
+            stop.set()
 
     threads = [threading.Thread(target=target, args=(i,), daemon=True,
                                 name=f"sbmlgpu-{device_label(d)}")
                for i, d in enumerate(devices)]
     for thread in threads:
         thread.start()
-    for thread in threads:
-        while thread.is_alive():  # with a timeout so that Ctrl-C reaches the main thread
-            thread.join(0.2)
-    for device, exc in zip(devices, failures):
-        if exc is not None:
-            raise annotate_device(exc, device)
+    try:
+        for thread in threads:
+            while thread.is_alive():  # with a timeout so that Ctrl-C reaches this thread
+                thread.join(0.2)
+    except BaseException:
+        stop.set()  # the others stop at their next launch; wait for them
+        for thread in threads:
+            thread.join()
+        raise
+    raised = [(device, exc) for device, exc in zip(devices, failures)
+              if exc is not None and not isinstance(exc, Stopped)]
+    if raised:
+        for device, exc in raised[1:]:
+            log.warning("also failed on %s: %s: %s", device_label(device),
+                        type(exc).__name__, exc)
+        raise annotate_device(raised[0][1], raised[0][0])
+    if stop.is_set():  # stopped without a failure of their own: cannot be, but say so
+        raise RuntimeError("on_each_device: work stopped without a failure")
     return results
 
 

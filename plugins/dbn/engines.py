@@ -288,6 +288,12 @@ class GpuEngine:
         self._counts = None
         return counts[:self._elements]
 
+    def discard_counts(self) -> None:
+        """Free the count buffer of a run that failed (finish_counts frees it otherwise)."""
+        if self._counts is not None:
+            self._counts.free()
+            self._counts = None
+
 
 class HostEngine:
     """The kernels built for the host (OpenMP over members)."""
@@ -399,6 +405,9 @@ class HostEngine:
     def finish_counts(self) -> np.ndarray:
         counts, self._counts = self._counts, None
         return counts[:self._elements]
+
+    def discard_counts(self) -> None:
+        self._counts = None
 
 
 def _ptr(array: np.ndarray):

@@ -40,7 +40,7 @@ from sbmlgpu.profile import phase
 from sbmlgpu.runtime.host_memory import available_memory
 from sbmlgpu.results import DbnResult, Status
 from sbmlgpu.results.dbn import SparseCounts
-from sbmlgpu.schedule.dispatch import on_each_device
+from sbmlgpu.schedule.dispatch import Stopped, on_each_device
 from sbmlgpu.schedule.progress import Progress
 from sbmlgpu.tasks import DbnApproximation
 from sbmlgpu.views.ode import OdeSystem
@@ -129,7 +129,7 @@ class DbnProgram(Program):
         engine = shares[0].engine
         progress = bool(getattr(task, "progress", True))
         try:
-            def prepare(share: _Share) -> None:
+            def prepare(share: _Share, stop) -> None:
                 self._prepare(share, times, structure, len(varied), kernels.sink.records,
                               find_ranges)
 
@@ -151,7 +151,7 @@ class DbnProgram(Program):
                 shares, table, times, config, structure, ranges, progress, profiler)
             count_seconds = time.perf_counter() - t0
         finally:
-            self._on_shares(shares, _Share.free_values)
+            self._on_shares(shares, lambda share, stop: share.free_values())
         ok = status == int(Status.ok)
         n_ok = int(ok.sum())
         if n_ok == 0:
@@ -199,6 +199,8 @@ class DbnProgram(Program):
         one per trajectory; [None] on the CPU path."""
         if self.device is None:
             return [None]
+        if scheduler is not None and scheduler.size > 1:
+            return [self.device]  # MPI ranks: not used by this backend (docs/dbn.md)
         devices = [self.device]
         for device in (scheduler.local_devices if scheduler is not None else ()):
             if device is not None and all(device is not d for d in devices):
@@ -207,10 +209,11 @@ class DbnProgram(Program):
 
     @staticmethod
     def _on_shares(shares: list["_Share"], work) -> list:
-        """work(share) for every share, on its device's thread (dispatch.on_each_device)."""
+        """work(share, stop) for every share, on its device's thread
+        (dispatch.on_each_device: `stop` is set when another share failed)."""
         by_device = {id(share.device): share for share in shares}
         return on_each_device([share.device for share in shares],
-                              lambda device: work(by_device[id(device)]))
+                              lambda device, stop: work(by_device[id(device)], stop))
 
     def _prepare(self, share: "_Share", times: np.ndarray, structure: DbnStructure,
                  n_varied: int, records: bool, find_ranges: bool) -> None:
@@ -236,9 +239,10 @@ class DbnProgram(Program):
         t0 = time.perf_counter()
         n = table.shape[1]
 
-        def work(share: "_Share"):
+        def work(share: "_Share", stop):
             keys, kernel_ms = None, 0.0
             for part in share.batches:
+                _check_stop(stop)
                 p = share.engine.range_pass(
                     table[:, part], times, config, profiler,
                     (share.values, part.start - share.start)
@@ -294,16 +298,21 @@ class DbnProgram(Program):
         split, the sparse ones merged as batches are)."""
         n = table.shape[1]
 
-        def work(share: "_Share"):
-            if share.values is not None:
-                return self._replay_pass(share, structure, ranges, len(times), config,
-                                         profiler, bar)
-            return self._count_pass(share, table, times, config, structure, ranges,
-                                    profiler, bar)
+        def work(share: "_Share", stop):
+            share.engine.start_counts(structure.count_elements)
+            try:
+                if share.values is not None:
+                    return self._replay_pass(share, structure, ranges, len(times), config,
+                                             profiler, bar, stop)
+                return self._count_pass(share, table, times, config, structure, ranges,
+                                        profiler, bar, stop)
+            except BaseException:
+                share.engine.discard_counts()  # (GBs on a large DBN)
+                raise
 
-        with Progress(n, enabled=progress, desc="counts" if shares[0].values is not None
-                      else "trajectories") as bar, \
-                phase(profiler, "count pass"):
+        replay = all(share.kept for share in shares)
+        with Progress(n, enabled=progress, desc="counts" if replay else "trajectories") \
+                as bar, phase(profiler, "count pass (replay)" if replay else "count pass"):
             passes = self._on_shares(shares, work)
         buffer = passes[0][0]
         if len(passes) > 1:  # at most n <= COUNT_LIMIT per cell, but not per device
@@ -317,13 +326,13 @@ class DbnProgram(Program):
         return status, steps, buffer, counter, max(ms for _, _, ms in passes)
 
     def _replay_pass(self, share: "_Share", structure: DbnStructure, ranges: np.ndarray,
-                     n_times: int, config: LaunchConfig, profiler, bar):
+                     n_times: int, config: LaunchConfig, profiler, bar, stop):
         """One share's counts from the values its range pass kept: (dense buffer,
         sparse counter or None, kernel ms)."""
         counter = SparseCounter(structure) if structure.sparse else None
         kernel_ms = 0.0
-        share.engine.start_counts(structure.count_elements)
         for part in share.batches:
+            _check_stop(stop)
             first = part.start - share.start
             p = share.engine.replay_pass(share.values, first,
                                          share.status[first:part.stop - share.start],
@@ -336,14 +345,14 @@ class DbnProgram(Program):
 
     def _count_pass(self, share: "_Share", table: np.ndarray, times: np.ndarray,
                     config: LaunchConfig, structure: DbnStructure, ranges: np.ndarray,
-                    profiler, bar):
+                    profiler, bar, stop):
         """One share's counts by integrating its members again: (dense buffer, sparse
         counter or None, kernel ms). A batch's failed members run again with weight
         -1."""
         counter = SparseCounter(structure) if structure.sparse else None
         kernel_ms = 0.0
-        share.engine.start_counts(structure.count_elements)
         for part in share.batches:
+            _check_stop(stop)
             sub = table[:, part]
             p = share.engine.count_pass(sub, times, config, ranges, profiler=profiler)
             here = slice(part.start - share.start, part.stop - share.start)
@@ -406,6 +415,12 @@ class _Share:
             self.values = None
 
 
+def _check_stop(stop) -> None:
+    """Between launches: stop when another share failed (dispatch.on_each_device)."""
+    if stop.is_set():
+        raise Stopped()
+
+
 def _split(n: int, parts: int) -> list[slice]:
     """[0, n) in `parts` contiguous shares whose sizes differ by at most one: a fixed
     RK4 step gives every trajectory the same work, so equal shares balance."""
@@ -434,7 +449,7 @@ def _check_memory(structure: DbnStructure, n: int, n_varied: int, devices) -> No
         have = int(device.free_memory() * 0.8)
         if dense > have:
             raise _too_large(structure, "bins", "the dense CPTs", dense, have,
-                             f"on GPU {device.index}")
+                             f"on GPU {device.index}" if len(devices) > 1 else "on the GPU")
     members = n * (16 * n_varied + 9)
     host = _host_bytes(structure, n, n_varied)
     if len(devices) > 1:  # the other devices' count buffers and their int64 sum
