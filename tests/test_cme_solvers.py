@@ -248,7 +248,7 @@ def test_idr_converges_on_the_limit_cycle_with_fewer_sweeps_than_jacobi(schnaken
 def test_a_slow_mode_with_a_small_residual_is_not_a_distribution():
     # p* + c v, v the switch's slow mode (zero sum, A v = lambda v with lambda tiny):
     # its normalised residual is about |lambda| / ||A||, yet it is no distribution
-    from sbmlgpu.plugins.cme.solvers import _a_distribution
+    from sbmlgpu.plugins.cme.solvers import _Run
 
     o, d = split(lattice_toggle(30))
     a = (o + sps.diags(d)).toarray()
@@ -257,10 +257,13 @@ def test_a_slow_mode_with_a_small_residual_is_not_a_distribution():
     exact = np.real(vectors[:, order[0]])
     exact /= exact.sum()
     slow = np.real(vectors[:, order[1]])
-    engine = CpuEngine(o, d)
-    assert _a_distribution(engine, exact)
+    run = _Run(CpuEngine(o, d), SolverSettings(tol=1e-8), None)
+    assert run.check(exact.copy(), "test", 0) <= 1e-10 and run.distribution
     mixed = exact + 100 * slow / np.abs(slow).max() * exact.max()
-    assert not _a_distribution(engine, mixed / mixed.sum())
+    uniform = np.full(len(exact), 1.0 / len(exact))
+    assert run.check(mixed, "test", 1) < 1e-3 * run.check(uniform, "test", 1)
+    assert run.check(mixed, "test", 1) and not run.distribution
+    assert run.check(-exact, "test", 2) <= 1e-10 and not run.distribution  # sum < 0
 
 
 def test_idr_takes_fewer_shadow_vectors_than_states():
@@ -278,3 +281,48 @@ def test_idr_stops_before_passing_max_sweeps():
         solve(CpuEngine(o, d), np.full(n, 1 / n),
               SolverSettings(solver="idr", tol=1e-15, max_sweeps=100, idr_sweeps=8))
     assert 0 < err.value.solution.sweeps <= 100
+
+
+def test_a_passing_iterate_that_is_no_distribution_stops_the_bar_short():
+    from sbmlgpu.plugins.cme.solvers import NOT_AN_ANSWER, _Run
+
+    o, d = split(lattice_toggle(30))
+    n = o.shape[0]
+    shown = []
+    run = _Run(CpuEngine(o, d), SolverSettings(tol=1e-2), lambda *a: shown.append(a[2]))
+    exact = solve(CpuEngine(o, d), np.full(n, 1 / n), SolverSettings(tol=1e-12)).p
+    tilted = exact * (1 + 1e-3 * np.sign(np.arange(n) - n / 2))  # a distribution
+    assert run.check(tilted.copy(), "test", 0) <= 1e-2 and run.distribution
+    assert run.check(-tilted, "test", 1) <= 1e-2 and not run.distribution
+    assert shown[0] <= 1e-2 and shown[1] == pytest.approx(NOT_AN_ANSWER * 1e-2)
+
+
+def test_idr_keeps_its_best_distribution_and_auto_restarts_jacobi_from_it(monkeypatch):
+    """IDR records the best of its iterates that were distributions; when it stops
+    short, auto's Jacobi starts there, not from p0, even when IDR's best-residual
+    iterate is not a distribution."""
+    from sbmlgpu.plugins.cme import solvers
+
+    o, d = split(lattice_toggle(30))
+    n = o.shape[0]
+    run = solvers._Run(CpuEngine(o, d), SolverSettings(tol=1e-15, max_sweeps=400), None)
+    p0 = np.full(n, 1 / n)
+    run.check(p0.copy(), "start", 0)
+    best, done = solvers._idr(run, p0.copy())
+    assert not done and run.best_distribution is not None
+    assert run.check(run.best_distribution.copy(), "test", 0) < 1e-2 and run.distribution
+
+    exact = solve(CpuEngine(o, d), p0, SolverSettings(tol=1e-13)).p
+    near = exact * (1 + 1e-7 * np.cos(np.arange(n)))  # a distribution near the answer
+
+    def idr_stopping_short(run, p):
+        run.phases.append("idr")
+        run.best_distribution = near / near.sum()
+        run.stop_reason = "a test's breakdown"
+        return -p, False  # its best-residual iterate: not a distribution
+
+    monkeypatch.setattr(solvers, "_idr", idr_stopping_short)
+    s = solve(CpuEngine(o, d), p0, SolverSettings(tol=1e-8))
+    from_start = solve(CpuEngine(o, d), p0, SolverSettings(tol=1e-8, solver="jacobi"))
+    assert s.converged and s.solver == "idr>jacobi"
+    assert s.sweeps < from_start.sweeps / 4

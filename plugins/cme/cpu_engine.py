@@ -154,7 +154,7 @@ class CpuEngine:
     def residual(self, p: np.ndarray) -> tuple[float, float, float, float]:
         r = self.offdiag @ p + self.diag * p
         return (float(np.max(np.abs(r), initial=0.0)), float(np.abs(r).sum()),
-                float(np.max(np.abs(p), initial=0.0)), float(p.sum()))
+                float(np.max(np.abs(p), initial=0.0)), float(np.max(-p, initial=0.0)))
 
     def levels(self) -> list[CpuLevel]:
         if self._levels is None:

@@ -81,8 +81,9 @@ def bytes_needed(format_name: str, n: int, n_reactions: int, nnz: int, solver: s
       format is CSR (12 nnz + 8 (n + 1)); per level the aggregation indices (perm,
       diag_perm, seg_ptr: 8 B each per entry), the coarse CSR (20 B per entry) and six
       vectors; levels shrink geometrically, counted as 4/3 of level 0;
-    - idr (solver "idr" or "auto"): 3 s + 7 vectors more (shadow space, G and U; the
-      zeros they start from, x, r, v, t, the check's copy and the best iterate; the
+    - idr (solver "idr" or "auto"): 3 s + 8 vectors more (shadow space, G and U; the
+      zeros they start from, x, r, v, t, the check's copy, the best iterate and the
+      best that was a distribution; the
       start vector and a sweep's two are among Jacobi's three), s = `idr_shadow`.
     """
     if format_name not in F.FORMATS:
@@ -100,7 +101,7 @@ def bytes_needed(format_name: str, n: int, n_reactions: int, nnz: int, solver: s
             total += csr_bytes
         total += (4 * (8 + 8 + 8 + 20) * nnz + 4 * 6 * 8 * n) // 3
     if solver in ("idr", "auto"):
-        total += (3 * int(idr_shadow) + 7) * 8 * n
+        total += (3 * int(idr_shadow) + 8) * 8 * n
     return int(total)
 
 
@@ -281,7 +282,7 @@ class GpuEngine:
         ones = self.vector(np.ones(self.n))
         return self._reduce(f"cme_residual_{tag(self.format.name)}",
                             [*self.args, ones.buffer, self.diag, np.int32(self.n), np.int32(1)],
-                            self.n, 0x5)[0]
+                            self.n, 0xD)[0]
 
     # -- launches ----------------------------------------------------------------------
     def launch(self, name: str, threads: int, args: list, grid: int | None = None, **record):
@@ -393,7 +394,7 @@ class GpuEngine:
     def residual(self, p: DeviceVector) -> tuple[float, float, float, float]:
         r = self._reduce(f"cme_residual_{tag(self.format.name)}",
                          [*self.args, p.buffer, self.diag, np.int32(self.n), np.int32(0)],
-                         self.n, 0x5)
+                         self.n, 0xD)
         return float(r[0]), float(r[1]), float(r[2]), float(r[3])
 
     def levels(self) -> list["GpuLevel"]:

@@ -19,7 +19,7 @@ FORMATS = ("dia+sell", "dia+ell", "ell", "csr")
 class CmeOptions(BackendOptions):
     solver: str = option(
         "auto", "auto: IDR(s), then Jacobi if it stops short; idr: the Krylov method "
-                "IDR(s) over Jacobi sweeps (short recurrences, 3s + 10 vectors); jacobi: "
+                "IDR(s) over Jacobi sweeps (short recurrences, 3s + 11 vectors); jacobi: "
                 "Jacobi sweeps with periodic normalisation (Maggioni et al. 2013); "
                 "aggregation: multilevel aggregation V-cycles", choices=SOLVERS)
     matrix_format: str = option(

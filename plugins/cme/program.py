@@ -127,14 +127,14 @@ def _check_host_memory(space, options) -> None:
     """OptionError before the CPU path allocates what will not fit in host memory: the
     propensities (8 R n), the matrix as it is assembled (COO and CSR: about 40 bytes an
     entry, at most R entries a row), the diagonal and the solver's vectors (10 of n;
-    idr and auto: 3 s + 7 more)."""
+    idr and auto: 3 s + 8 more)."""
     from sbmlgpu.errors import OptionError
     from sbmlgpu.runtime.host_memory import available_memory
 
     from .statespace import _gib
 
     n, r = space.n, len(space.reaction_ids)
-    vectors = 11 + (3 * options.idr_shadow + 7 if options.solver in ("idr", "auto") else 0)
+    vectors = 11 + (3 * options.idr_shadow + 8 if options.solver in ("idr", "auto") else 0)
     needed = 8 * r * n + 40 * int(np.count_nonzero(space.sources >= 0)) + 8 * vectors * n
     free = available_memory()
     if needed > free:

@@ -14,7 +14,7 @@ algorithm and stop by the same test.
 - `idr`: IDR(s) (Sonneveld and van Gijzen 2008; the biorthogonal variant of van
   Gijzen and Sonneveld 2011, ACM TOMS 38(1) Algorithm 913) on the Jacobi-
   preconditioned system (I - J^k) p = 0, J the damped Jacobi sweep and k
-  `idr_sweeps`: a Krylov method with short recurrences, so its memory is 3s + 10
+  `idr_sweeps`: a Krylov method with short recurrences, so its memory is 3s + 11
   vectors whatever the run's length, built from the engine's sweeps, dot products
   (four a pass) and linear combinations (eight vectors a pass). It checks the
   residual once per s + 1 applications ((s + 1) k sweeps), and stops before an
@@ -58,6 +58,9 @@ MAX_RESTARTS = 3
 #: how negative (relative to the largest entry) a probability may come out of the
 #: Krylov solver and still be rounding; results clip it to 0 (program.py)
 NEGATIVE_TOLERANCE = 1e-6
+#: the residual the progress bar is shown for a passing iterate that is not a
+#: distribution: just above tol (a tenth of a decade)
+NOT_AN_ANSWER = 10 ** 0.1
 #: a phase stagnates when `stagnation` checks improve its best residual by less than 1 %
 STAGNANT = 0.99
 
@@ -120,21 +123,36 @@ class _Run:
         self.history: list[tuple[str, int, float, float]] = []
         self.residual = math.inf
         self.residual_l1 = math.inf
+        #: whether the last iterate checked is a distribution (_Run.check)
+        self.distribution = False
         self.stop_reason: str | None = None  # why the last phase gave up, when it says
+        #: IDR's best-residual iterate among those that were distributions (auto's
+        #: start for Jacobi when IDR stops short)
+        self.best_distribution = None
 
     def check(self, p, phase: str, iteration: int) -> float:
+        """The normalised residual of p (normalised first, in place), and whether p is
+        a probability vector up to rounding (`distribution`): a small residual alone
+        does not say so, since a vector dominated by a slow mode (the difference of a
+        switch's two states, say: zero sum, A v = lambda v with lambda tiny) has a
+        small normalised residual too. Both come from one pass over p on the device."""
         engine = self.engine
-        engine.normalise(p)
-        r_inf, r_l1, p_inf, _ = engine.residual(p)
+        total = engine.normalise(p)
+        r_inf, r_l1, p_inf, negative = engine.residual(p)
         denominator = engine.norm_inf * p_inf
         # no transitions at all (one reachable state, or none that can fire): A = 0,
         # A p = 0 exactly and p is the answer, not an infinite residual
         self.residual = r_inf / denominator if denominator > 0 else \
             (0.0 if r_inf == 0 and p_inf > 0 else math.inf)
         self.residual_l1 = r_l1
+        self.distribution = bool(total > 0 and negative <= NEGATIVE_TOLERANCE * p_inf)
         self.history.append((phase, iteration, self.elapsed, self.residual))
         if self.progress is not None:
-            self.progress(phase, iteration, self.residual)
+            # an iterate that is not a distribution is not the answer, however small
+            # its residual: the bar stops short of the end for it
+            shown = self.residual if self.distribution or self.residual > self.settings.tol \
+                else NOT_AN_ANSWER * self.settings.tol
+            self.progress(phase, iteration, shown)
         return self.residual
 
     @property
@@ -181,10 +199,12 @@ def solve(engine, p0: np.ndarray, settings: SolverSettings,
     best, done = _idr(run, p)  # auto
     if done or _limits_reached(run):
         return _finish(run, best, done)
-    # IDR stopped short: Jacobi, which converges on every irreducible chain, from IDR's
-    # best iterate if that is a distribution (a Krylov iterate need not be: Jacobi
-    # from it would converge to the answer times a weighted sum that may be ~0)
-    p = best if _a_distribution(run.engine, best) else engine.vector(p0)
+    # IDR stopped short: Jacobi, which converges on every irreducible chain, from the
+    # best of IDR's iterates that was a distribution, else from the start (a Krylov
+    # iterate need not be one: Jacobi from it would converge to the answer times a
+    # weighted sum that may be ~0)
+    p = run.best_distribution if run.best_distribution is not None else engine.vector(p0)
+    run.best_distribution = None
     p, done = _jacobi(run, p)
     return _finish(run, p, done)
 
@@ -267,6 +287,8 @@ def _idr(run: _Run, p):
     # s random vectors of an n-state space are independent only for s < n
     dim = max(1, min(s.idr_shadow, _length(p) - 1))
     best, best_residual = p, run.residual
+    run.best_distribution, best_distribution_residual = (p, run.residual) \
+        if run.distribution else (None, math.inf)
     probe = p  # the last iterate checked
 
     def room() -> bool:  # whether one more application of F stays within max_sweeps
@@ -333,24 +355,17 @@ def _idr(run: _Run, p):
         # the answer: the component along the null vector is fixed by x0's weighted sum)
         probe = e.combine([1.0], [x], clip=False)
         residual = run.check(probe, "idr", run.sweeps)
-        if residual <= s.tol and _a_distribution(e, probe):
+        if residual <= s.tol and run.distribution:
             return probe, True
         if residual < best_residual:
             best, best_residual = probe, residual
+        if run.distribution and residual < best_distribution_residual:
+            run.best_distribution, best_distribution_residual = probe, residual
         if not math.isfinite(residual):
             run.stop_reason = "a residual that is not finite"
             return _idr_best(run, best, probe)
         if run.out_of_time() or run.stagnated():
             return _idr_best(run, best, probe)
-
-
-def _a_distribution(engine, p) -> bool:
-    """Whether p (normalised) is a probability vector up to rounding: a small residual
-    alone does not say so, since a vector dominated by a slow mode (the difference of
-    a switch's two states, say: zero sum, A v = lambda v with lambda tiny) has a small
-    normalised residual too. Read on the host, once per passing check."""
-    host = np.asarray(engine.host(p))
-    return bool(host.sum() > 0 and host.min() >= -NEGATIVE_TOLERANCE * host.max())
 
 
 def _length(v) -> int:

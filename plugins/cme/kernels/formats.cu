@@ -18,7 +18,7 @@
     cme_diagonal             d_i = -sum_r prop[r, i] over the reactions that stay inside
     cme_jacobi_<fmt>         one damped Jacobi sweep p -> out (one launch per sweep)
     cme_jacobi_csr_lanes     the same on CSR, csr_lanes threads per row (the levels)
-    cme_residual_<fmt>       per-block partials of max|Ap|, sum|Ap|, max|p|, sum p
+    cme_residual_<fmt>       per-block partials of max|Ap|, sum|Ap|, max|p|, max(0, -p)
     cme_sum                  per-block partial sums of a vector
     cme_dot                  per-block partial sums of x . y
     cme_dots4                per-block partial sums of up to four x_k . y_k
@@ -135,8 +135,9 @@ extern "C" __global__ void cme_jacobi_{{ tag(fmt) }}({{ format_params(fmt) }},
     out[row] = (omega == 1.0) ? u : (1.0 - omega) * pi + omega * u;
 }
 
-/* Partials of the residual r = O p + d p: max |r|, sum |r|, max |p|, sum p, as
-   partials[k * gridDim.x + block]. absolute != 0 gives |O p| + |d p| instead (with
+/* Partials of the residual r = O p + d p: max |r|, sum |r|, max |p|, and the largest
+   negative entry's size max(0, -p) (whether p is a distribution, without reading p on
+   the host), as partials[k * gridDim.x + block]. absolute != 0 gives |O p| + |d p| instead (with
    p = 1: the row sums of |A|, whose max is ||A||_inf). Grid-stride over positions. */
 extern "C" __global__ void cme_residual_{{ tag(fmt) }}({{ format_params(fmt) }},
     const double* __restrict__ p, const double* __restrict__ d, int n, int absolute,
@@ -153,9 +154,9 @@ extern "C" __global__ void cme_residual_{{ tag(fmt) }}({{ format_params(fmt) }},
         acc[0] = cme_max(acc[0], fabs(r));
         acc[1] += fabs(r);
         acc[2] = cme_max(acc[2], fabs(pi));
-        acc[3] += pi;
+        acc[3] = cme_max(acc[3], -pi);
     }
-    cme_block_reduce4(acc, partials, 0x5);
+    cme_block_reduce4(acc, partials, 0xD);
 }
 {% endmacro %}
 
