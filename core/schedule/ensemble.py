@@ -328,4 +328,4 @@ def _first_of_range(members: np.ndarray) -> int | None:
 
 
 def _concat(arrays, dtype) -> np.ndarray:
-    return np.concatenate(arrays).astype(dtype) if arrays else np.zeros(0, dtype)
+    return np.concatenate(arrays).astype(dtype, copy=False) if arrays else np.zeros(0, dtype)

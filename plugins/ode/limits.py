@@ -44,10 +44,13 @@ def bound_hint(options: OdeOptions) -> str:
             "the machine and its load)")
 
 
-def metadata(options: OdeOptions, status: np.ndarray, steps: np.ndarray, second) -> dict:
+def metadata(options: OdeOptions, status: np.ndarray, steps: np.ndarray, second,
+             slowest: int | None = None) -> dict:
     """The run's limits and the members that reached them; `second`: the passes'
-    report (sbmlgpu.plugins.ode.passes.PassReport)."""
-    slowest = int(steps.argmax()) if steps.size else None
+    report (sbmlgpu.plugins.ode.passes.PassReport); `slowest`: the member of most
+    steps where the caller has it."""
+    if slowest is None and steps.size:
+        slowest = int(steps.argmax())
     return {
         "limits": {"max_steps": options.max_steps,
                    "max_steps_per_interval": options.max_steps_per_interval,
