@@ -171,3 +171,40 @@ def test_gpu_event_cases_of_the_test_suite(device):
         if outcome.status != "pass":
             failed.append(f"{number}: {outcome.status} {outcome.message}")
     assert not failed, failed
+
+
+@pytest.mark.parametrize("method", ["rk4", "dopri5"])
+def test_gpu_threads_per_gpu_take_batches_on_threads_of_their_own(device, method):
+    """--threads-per-gpu 3: three host threads take the batches of one GPU; the time
+    courses, statuses and steps are those of one thread, member for member (bundled
+    dopri5 included)."""
+    import threading
+
+    from sbmlgpu.plugins.ode.backend import OdeBackend
+    from sbmlgpu.plugins.ode.options import OdeOptions
+    from sbmlgpu.schedule import Scheduler
+    from sbmlgpu.tasks import TimeCourse
+
+    net = load("seir_epidemic" if method == "dopri5" else "lorenz")
+    params = seir_ensemble(40_000) if method == "dopri5" else \
+        {"rho": np.linspace(0, 21, 200_000)}
+    times = np.linspace(0, 160 if method == "dopri5" else 1, 5)
+    out = {}
+    for threads in (1, 3):
+        request = TimeCourse(times=times, parameters=params, progress=False)
+        options = OdeOptions(method=method, threads_per_gpu=threads).validate()
+        program = OdeBackend().compile(net, options, device)
+        scheduler = Scheduler(devices=[device], max_batch_items=8192, progress=False)
+        seen = set()
+        real = scheduler.map_batches
+
+        def watched(work, *a, **kw):
+            return real(lambda d, s, e: seen.add(threading.get_ident()) or work(d, s, e),
+                        *a, **kw)
+
+        scheduler.map_batches = watched
+        out[threads] = (program.run(request, scheduler, None), len(seen))
+    (one, one_threads), (three, three_threads) = out[1], out[3]
+    assert one_threads == 1 and three_threads == 3
+    assert np.array_equal(one.data, three.data, equal_nan=True)
+    assert np.array_equal(one.status, three.status)

@@ -77,6 +77,35 @@ def test_map_batches_sizes_batches_from_the_devices_free_memory():
     assert scheduler.plan(1000, 40, fixed_bytes=1000)[0].size == fit
 
 
+def test_several_workers_per_device_share_its_memory_and_the_items():
+    """workers_per_device=2: two threads take batches for the one device, each sized
+    from half of its free memory; the results come back in item order. The host and
+    MPI ranks keep one worker."""
+    device = FakeDevice(0, free=10_000)
+    threads, together = set(), threading.Barrier(2, timeout=10)
+
+    def work(device, start, stop):
+        if not threads:
+            together.wait()  # broken unless a second worker runs at the same time
+        threads.add(threading.get_ident())
+        return squares(device, start, stop)
+
+    scheduler = Scheduler([device], safety=0.5, progress=False)
+    result = scheduler.map_batches(work, 1000, bytes_per_item=40, fixed_bytes=1000,
+                                   workers_per_device=2)
+    np.testing.assert_array_equal(result, expected_squares(1000))
+    assert len(threads) == 2
+    sizes = [r.size for r in scheduler.last_batches]
+    assert max(sizes) <= items_that_fit(10_000, 40, 1000, 0.25) and sum(sizes) == 1000
+    with pytest.raises(OptionError, match="workers-per-device"):
+        scheduler.map_batches(squares, 10, workers_per_device=0)
+    host = Scheduler(progress=False)
+    seen = set()
+    host.map_batches(lambda d, a, b: seen.add(threading.get_ident()) or np.arange(a, b),
+                     100, workers_per_device=3)
+    assert seen == {threading.get_ident()}  # the host: one worker, the calling thread
+
+
 def test_max_batch_items_caps_every_launch():
     scheduler = Scheduler([FakeDevice(0)], max_batch_items=64, progress=False)
     result = scheduler.map_batches(squares, 1000, bytes_per_item=8)

@@ -133,6 +133,9 @@ class EnsembleJob:
     progress: bool = True
     desc: str = "members"
     max_batch: int | None = None  # members per launch at most (None: as memory allows)
+    #: host threads per GPU taking batches (Scheduler.map_batches): run_batch must be
+    #: safe to call from several threads for one device
+    workers_per_device: int = 1
 
     def replaced(self, **changes) -> "EnsembleJob":
         """dataclasses.replace(self, **changes): the same shallow copy of this plain
@@ -234,7 +237,9 @@ class _Run:
             pieces = self.scheduler.map_batches(
                 work, self.n - offset, memory.per_member, fixed_bytes=memory.fixed,
                 align=memory.align, combine="batches", progress=job.progress, desc=job.desc,
-                **({"max_items": job.max_batch} if job.max_batch is not None else {}))
+                **({"max_items": job.max_batch} if job.max_batch is not None else {}),
+                **({"workers_per_device": job.workers_per_device}
+                   if job.workers_per_device != 1 else {}))
         if not self.root:
             return EnsembleOutcome(False, np.zeros(0, np.int8), np.zeros((0,) + self.shape),
                                    permutation=permutation, target=target)

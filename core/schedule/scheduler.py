@@ -143,7 +143,7 @@ class Scheduler:
     def map_batches(self, work: WorkFunction, n_items: int, bytes_per_item: float = 0, *,
                     fixed_bytes: float = 0, align: int = 1, combine: Combine = "concatenate",
                     progress: bool | None = None, desc: str = "items",
-                    max_items: int | None = None) -> Any:
+                    max_items: int | None = None, workers_per_device: int = 1) -> Any:
         """Call `work(device, start, stop)` for batches covering items [0, n_items) and
         return the results in item order (see combine.py for `combine`).
 
@@ -153,11 +153,17 @@ class Scheduler:
             `request.progress`). Under MPI every rank calls this; rank 0 gets the
             results, the others None. `last_batches` tells what ran where.
         max_items: a cap on this call's launches besides the scheduler's own (e.g. so
-            that the progress of a long run moves)."""
+            that the progress of a long run moves).
+        workers_per_device: host threads taking batches for each GPU of this process
+            (not the host, and not under MPI: a rank is one worker). While one waits
+            for its launch another uploads, downloads and writes its results; each
+            sizes its batches from its share of the device's free memory. `work` must
+            be safe to call from several threads for one device."""
         n_items = check_count("n-items", n_items)
         check_bytes("bytes-per-item", bytes_per_item)
         check_bytes("fixed-bytes", fixed_bytes)
         align = check_count("align", align, 1)
+        workers_per_device = check_count("workers-per-device", workers_per_device, 1)
         check_combine(combine)
         self.last_batches = []
         if n_items == 0:
@@ -169,10 +175,11 @@ class Scheduler:
         if max_items is not None:
             max_items = max(check_count("max-items", max_items, 1), self.min_batch_items)
             cap = max_items if cap is None else min(cap, max_items)
+        share = 1 if distributed or devices == (None,) else workers_per_device
         settings = WorkerSettings(
-            n_items, bytes_per_item, fixed_bytes, self.safety, cap,
+            n_items, bytes_per_item, fixed_bytes, self.safety / share, cap,
             self.min_batch_items, align,
-            self._balance_items(n_items, len(devices) * dynamic_ranks, align))
+            self._balance_items(n_items, len(devices) * dynamic_ranks * share, align))
         def make_progress(total: int) -> Progress:
             return self._progress(total, progress, desc)
 
@@ -199,7 +206,8 @@ class Scheduler:
                 bar.advance(record.size)
 
             workers = [DeviceWorker(device, work, settings, on_batch, stop=stop,
-                                    profiler=self.profiler) for device in devices]
+                                    profiler=self.profiler)
+                       for device in devices for _ in range(share)]
             try:
                 run_workers(workers, WorkQueue(0, n_items))
             finally:

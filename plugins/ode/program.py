@@ -232,7 +232,11 @@ class OdeProgram(Program):
             pilot=Pilot.sample(bundling.pilot(n, o.pilot_size, task.seed)) if pilot else None,
             order=order if reason is None else None,
             spill=Spill(o.spill_bytes, prefix="sbmlgpu-ode-"), progress=task.progress,
-            desc="trajectories")
+            desc="trajectories",
+            # several host threads per GPU overlap one batch's transfers and host work
+            # with another's kernel (the engine is thread-safe per device); the
+            # objective's reduction is not measured so, and keeps one
+            workers_per_device=o.threads_per_gpu if on_device and reduce is None else 1)
         # on a GPU, a second pass of few members runs on the host's cores (host_pass.py)
         host = host_pass.for_run(source, table, times, len(outputs), config, budget,
                                  on_device and reduce is None, scheduler, pilot)
