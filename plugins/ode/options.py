@@ -88,9 +88,9 @@ class OdeOptions(BackendOptions):
     threads_per_gpu: int = option(2, "host threads that take batches for each GPU: while "
                                      "one waits for its launch, another uploads, "
                                      "downloads and writes its time courses (10^7 Lorenz "
-                                     "members on an H100: 0.26 s with 1, 0.21 s with 2, "
-                                     "0.19 s with 3); the PEtab objective's reduction "
-                                     "keeps 1", minimum=1, maximum=8)
+                                     "members on an H100: 0.26 s with 1, 0.18-0.20 s "
+                                     "with 2, 0.17-0.18 s with 3); the PEtab objective's "
+                                     "reduction keeps 1", minimum=1, maximum=8)
     cpu_engine: str = option(
         "auto", "CPU path: native (the generated integrator compiled for the host with "
                 "g++ and OpenMP), numpy (vectorised over members; rk4 and dopri5 without "
