@@ -122,21 +122,25 @@ def _assert_same_counts(a, b):
     np.testing.assert_array_equal(a.counted, b.counted)
 
 
+@pytest.mark.parametrize("kernel", ["homogeneous", "heterogeneous"])
 @pytest.mark.parametrize("ranges_given", [False, True])
 def test_gpu_shares_on_threads_count_what_one_share_counts(gpu_device, monkeypatch,
-                                                           ranges_given):
+                                                           ranges_given, kernel):
     """Three shares on three host threads that all drive this GPU (copies of its
     Device: one primary context, made current on each thread), with kept values and
-    without: bin for bin the counts of one share. Runs on a machine with one GPU."""
+    without, with either counting kernel: bin for bin the counts of one share. Runs
+    on a machine with one GPU."""
     import copy
 
     from sbmlgpu.plugins.dbn import program as dbn_program
 
-    one = _egf_run(gpu_device.index)
-    kw = {"ranges": {v: (float(e[0]), float(e[-1])) for v, e in
-                     zip(one.variables, one.edges)}} if ranges_given else {}
+    kw = {"options": {"kernel": kernel}}
+    one = _egf_run(gpu_device.index, **kw)
     if ranges_given:
+        kw["ranges"] = {v: (float(e[0]), float(e[-1])) for v, e in
+                        zip(one.variables, one.edges)}
         one = _egf_run(gpu_device.index, **kw)
+    assert one.metadata["kernel"] == kernel
     monkeypatch.setattr(dbn_program.DbnProgram, "_devices",
                         lambda self, scheduler, n: [self.device, copy.copy(self.device),
                                                     copy.copy(self.device)])

@@ -195,16 +195,21 @@ def test_gpu_threads_per_gpu_take_batches_on_threads_of_their_own(device, method
         options = OdeOptions(method=method, threads_per_gpu=threads).validate()
         program = OdeBackend().compile(net, options, device)
         scheduler = Scheduler(devices=[device], max_batch_items=8192, progress=False)
-        seen = set()
+        per_call = []  # the threads of each map_batches call (the first pass, any later)
         real = scheduler.map_batches
 
         def watched(work, *a, **kw):
+            seen = set()
+            per_call.append(seen)
             return real(lambda d, s, e: seen.add(threading.get_ident()) or work(d, s, e),
                         *a, **kw)
 
         scheduler.map_batches = watched
-        out[threads] = (program.run(request, scheduler, None), len(seen))
-    (one, one_threads), (three, three_threads) = out[1], out[3]
+        result = program.run(request, scheduler, None)
+        out[threads] = (result, max(len(seen) for seen in per_call),
+                        np.array(program.last_steps))
+    (one, one_threads, one_steps), (three, three_threads, three_steps) = out[1], out[3]
     assert one_threads == 1 and three_threads == 3
     assert np.array_equal(one.data, three.data, equal_nan=True)
     assert np.array_equal(one.status, three.status)
+    assert np.array_equal(one_steps, three_steps)

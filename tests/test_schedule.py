@@ -99,6 +99,14 @@ def test_several_workers_per_device_share_its_memory_and_the_items():
     assert max(sizes) <= items_that_fit(10_000, 40, 1000, 0.25) and sum(sizes) == 1000
     with pytest.raises(OptionError, match="workers-per-device"):
         scheduler.map_batches(squares, 10, workers_per_device=0)
+    # a launch's fixed bytes fit one worker's share of the memory, not two: one worker
+    roomy = Scheduler([FakeDevice(0, free=10_000)], progress=False)
+    threads.clear()
+    result = roomy.map_batches(lambda d, a, b: threads.add(threading.get_ident())
+                               or squares(d, a, b), 1000, bytes_per_item=40,
+                               fixed_bytes=5000, workers_per_device=2)
+    np.testing.assert_array_equal(result, expected_squares(1000))
+    assert len(threads) == 1
     host = Scheduler(progress=False)
     seen = set()
     host.map_batches(lambda d, a, b: seen.add(threading.get_ident()) or np.arange(a, b),

@@ -379,3 +379,65 @@ def test_the_gpu_tests_kernel_compiles():
     from .test_schedule_gpu import WIDTHS_SOURCE
 
     assert b"sbmlgpu_widths" in nvcc_compile(WIDTHS_SOURCE, arch="sm_90", name="widths")
+
+
+# --- the static split (balance="static") --------------------------------------------------
+
+def test_a_static_split_gives_each_device_its_share_and_the_same_results():
+    """Three start items over two devices: device 0 works the first two and all they
+    create, device 1 the third; ordered results equal the dynamic run's."""
+    starts = [(0.0, 1.0), (2.0, 3.0), (4.0, 5.0)]
+    roots: dict = {}
+    lock = threading.Lock()
+
+    def watched(device, items):
+        with lock:
+            for lo, _ in items:
+                roots.setdefault(int(lo // 2), set()).add(device.index)
+        return bisect(device, items)
+
+    devices = [FakeDevice(0), FakeDevice(1)]
+    static = Scheduler(devices, max_batch_items=3, progress=False).run_queue(
+        shaky(watched, 4), starts, ordered=True, balance="static")
+    dynamic = Scheduler(devices, max_batch_items=3, progress=False).run_queue(
+        shaky(bisect, 4), starts, ordered=True)
+    assert [(d.id, d.item, d.result) for d in static] == \
+        [(d.id, d.item, d.result) for d in dynamic]
+    assert roots == {0: {0}, 1: {0}, 2: {1}}
+    # more devices than start items: the devices without a share do nothing
+    scheduler = Scheduler([FakeDevice(i) for i in range(4)], progress=False)
+    done = scheduler.run_queue(bisect, [(0.0, 0.25)], balance="static")
+    assert len(done) == 7 and {r.device_index for r in scheduler.last_queue_batches} == {0}
+
+
+def test_a_static_item_budget_is_split_over_the_shares_and_can_be_run_on():
+    devices = [FakeDevice(0), FakeDevice(1)]
+    scheduler = Scheduler(devices, max_batch_items=2, progress=False)
+    done = scheduler.run_queue(bisect, [(0.0, 1.0), (2.0, 3.0)], budget_items=10,
+                               balance="static")
+    assert len(done) == 10 and scheduler.last_queue_stopped.startswith("the budget of 5")
+    left = scheduler.last_queue_left
+    rest = scheduler.run_queue(bisect, [item for _, item in left])
+    assert len(done) + len(rest) == 62  # two trees of 31: nothing lost or repeated
+
+
+def test_a_failure_in_one_share_stops_the_others():
+    started = threading.Event()
+
+    def fails_on_device_1(device, items):
+        if device.index == 1:
+            started.wait(5)
+            raise SimulationError("share 1 went wrong")
+        started.set()
+        time.sleep(0.01)
+        return bisect(device, items)
+
+    devices = [FakeDevice(0), FakeDevice(1)]
+    scheduler = Scheduler(devices, max_batch_items=1, progress=False)
+    with pytest.raises(SimulationError, match="share 1 went wrong"):
+        scheduler.run_queue(fails_on_device_1, [(0.0, 64.0), (100.0, 101.0)],
+                            balance="static")
+    # device 0's tree has 2047 items; it stopped long before
+    assert sum(r.items for r in scheduler.last_queue_batches) < 500
+    with pytest.raises(OptionError, match="balance"):
+        scheduler.run_queue(bisect, [(0.0, 1.0)], balance="round-robin")

@@ -93,3 +93,26 @@ def test_without_a_helper_thread_rank_0_only_serves():
     assert out["ok"] and out["complete"]
     assert per_rank(out) == {1: out["tree"]}
     assert "rank 0 only hands out the work queue" in done.stderr
+
+
+#: the static split needs several start items: six pieces of [0, 1]
+STARTS = TREE + ("--starts", "6")
+
+
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_a_static_split_gives_every_rank_its_share_and_rank_0_the_same_tree(ranks):
+    one = report(mpirun(1, *STARTS))
+    out = report(mpirun(ranks, *STARTS, "--balance", "static"))
+    assert one["ok"] and out["ok"] and out["complete"] and out["balance"] == "static"
+    assert out["digest"] == one["digest"] and out["items"] == out["tree"]
+    counts = per_rank(out)
+    assert set(counts) == set(range(ranks)) and sum(counts.values()) == out["tree"]
+
+
+def test_a_failure_in_a_static_share_raises_on_every_rank():
+    done = mpirun(3, *STARTS, "--balance", "static", "--fail-rank", "1", timeout=60)
+    assert done.returncode != 0
+    assert "rank 1: RuntimeError: this rank was told to fail" in done.stderr
+    for rank in (0, 2):
+        assert re.search(rf"rank {rank}: error: MPI rank 1 \([^)]*\) failed: "
+                         r"RuntimeError: this rank was told to fail", done.stderr), done.stderr

@@ -111,7 +111,7 @@ class Paving(Result):
                 **{f"volume_{k}": v for k, v in self.volumes.items()}, **self.statistics}
         with open(summary, "w", encoding="utf-8") as out:
             out.write("quantity,value\n")
-            for key, value in rows.items():
+            for key, value in _flat(rows):
                 out.write(f"{key},{value!r}\n")
         return [path, summary]
 
@@ -166,3 +166,14 @@ class Paving(Result):
         counts = {v: int((self.verdict == c).sum()) for c, v in enumerate(VERDICTS)}
         return (f"Paving({self.n_boxes} box(es): {counts['feasible']} feasible, "
                 f"{counts['undetermined']} undetermined; unknowns {', '.join(self.ids)})")
+
+
+def _flat(rows: dict, prefix: str = ""):
+    """(quantity, value) pairs of `rows`, a nested dict's entries as parent.key (the
+    summary stays two columns: a dict's repr would hold commas)."""
+    for key, value in rows.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            yield from _flat(value, f"{name}.")
+        else:
+            yield name, value

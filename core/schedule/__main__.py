@@ -52,6 +52,10 @@ def main(argv=None) -> int:
     queue.add_argument("--limit", type=int, default=None, help="run_queue's limit")
     queue.add_argument("--budget-items", type=int, default=None)
     queue.add_argument("--budget-seconds", type=float, default=None)
+    queue.add_argument("--starts", type=int, default=1,
+                       help="start from this many equal pieces of [0, 1]")
+    queue.add_argument("--balance", choices=("dynamic", "static"), default="dynamic",
+                       help="run_queue's balancing")
     queue.add_argument("--no-threads", action="store_true",
                        help="act as if MPI allowed no helper thread: rank 0 only serves")
     args = parser.parse_args(argv)
@@ -117,16 +121,22 @@ def run_queue_check(scheduler: Scheduler, args) -> int:
     work = queue_demo.make_work(args.depth, args.seconds_per_item * slow,
                                 fail=rank == args.fail_rank)
     started = time.perf_counter()
+    k = max(1, args.starts)
+    roots = [(span[0] + (span[1] - span[0]) * i / k, span[0] + (span[1] - span[0]) * (i + 1) / k)
+             for i in range(k)]
+    roots[-1] = (roots[-1][0], span[1])
     done, code = run_on_rank(scheduler, lambda: scheduler.run_queue(
-        work, [span], ordered=True, limit=args.limit, budget_items=args.budget_items,
-        budget_seconds=args.budget_seconds))
+        work, roots, ordered=True, limit=args.limit, budget_items=args.budget_items,
+        budget_seconds=args.budget_seconds, balance=args.balance))
     if code is not None:
         if code == 0 and scheduler.last_queue_left is not None:
             print(f"rank {rank}: expected no left items off rank 0", file=sys.stderr)
             return 1
         return code
     budgeted = args.budget_items is not None or args.budget_seconds is not None
-    out = queue_demo.report(scheduler, done, depth=args.depth, span=span, budgeted=budgeted)
+    out = queue_demo.report(scheduler, done, depth=args.depth, span=span, budgeted=budgeted,
+                            roots=roots)
+    out["balance"] = args.balance
     out["seconds"] = round(time.perf_counter() - started, 3)
     print(json.dumps(out))
     return 0 if out["ok"] else 1

@@ -111,17 +111,21 @@ def on_each_device(devices: Sequence[Device | None],
     return results
 
 
-def run_workers(workers: Sequence[DeviceWorker], queue: WorkQueue) -> None:
+def run_workers(workers: Sequence[DeviceWorker], queue) -> None:
     """Run every worker on `queue` until it is empty; re-raise the first failure.
-    (`queue`: a WorkQueue of item ranges, or growing.GrowingQueue.)
+    (`queue`: a WorkQueue of item ranges, or growing.GrowingQueue; or a list of
+    queues, one per worker, for work split ahead of time: a static split.)
 
     One worker runs on the calling thread (no thread needed, and tracebacks stay
-    simple). With several, a failure closes the queue and sets the shared stop
-    event, the others finish the batch they are running, and the first exception
-    is raised here with its device named (`exc.device_index`)."""
+    simple). With several, a failure closes the queue (every queue) and sets the
+    shared stop event, the others finish the batch they are running, and the first
+    exception is raised here with its device named (`exc.device_index`)."""
+    queues = list(queue) if isinstance(queue, (list, tuple)) else [queue] * len(workers)
+    if len(queues) != len(workers):
+        raise ValueError(f"{len(queues)} queues for {len(workers)} workers")
     if len(workers) == 1:
         try:
-            workers[0].run(queue.take)
+            workers[0].run(queues[0].take)
         except BaseException as exc:
             raise annotate(exc, workers[0])
         return
@@ -129,17 +133,21 @@ def run_workers(workers: Sequence[DeviceWorker], queue: WorkQueue) -> None:
     failures: list[tuple[DeviceWorker, BaseException]] = []
     lock = threading.Lock()
 
-    def target(worker: DeviceWorker) -> None:
+    def close_all() -> None:
+        for q in {id(q): q for q in queues}.values():
+            q.close()
+
+    def target(worker: DeviceWorker, own) -> None:
         try:
-            worker.run(queue.take)
+            worker.run(own.take)
         except BaseException as exc:  # noqa: BLE001 - handed to the caller below
             with lock:
                 failures.append((worker, exc))
-            queue.close()
+            close_all()
             worker.stop.set()
 
-    threads = [threading.Thread(target=target, args=(w,), daemon=True,
-                                name=f"sbmlgpu-{w.label}") for w in workers]
+    threads = [threading.Thread(target=target, args=(w, q), daemon=True,
+                                name=f"sbmlgpu-{w.label}") for w, q in zip(workers, queues)]
     for thread in threads:
         thread.start()
     try:
@@ -148,9 +156,11 @@ def run_workers(workers: Sequence[DeviceWorker], queue: WorkQueue) -> None:
             while thread.is_alive():
                 thread.join(0.2)
     except BaseException:
-        queue.close()
+        close_all()
         for worker in workers:
             worker.stop.set()
+        for thread in threads:  # they finish the batch they run: nothing runs on after
+            thread.join()
         raise
     if failures:
         worker, exc = failures[0]

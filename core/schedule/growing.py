@@ -92,8 +92,12 @@ class GrowingQueue:
 
     def __init__(self, items: Iterable[Any], *, order: str = "fifo", workers: int = 1,
                  limit: int | None = None, budget_items: int | None = None,
-                 budget_seconds: float | None = None):
-        self._entries: deque = deque(((i,), item) for i, item in enumerate(items))
+                 budget_seconds: float | None = None,
+                 entries: Iterable[tuple[ItemId, Any]] | None = None):
+        """`entries`: (id, item) pairs to start from instead of `items` (which then
+        get the ids (0,), (1,), ...): a share of a larger run keeps that run's ids."""
+        self._entries: deque = deque(entries) if entries is not None else \
+            deque(((i,), item) for i, item in enumerate(items))
         self._lifo = order == "lifo"
         self._workers = max(int(workers), 1)
         self._limit = limit
@@ -174,6 +178,33 @@ class GrowingQueue:
         with self._cond:
             self._closed = True
             self._cond.notify_all()
+
+
+#: run_queue's balancing: dynamic (one queue every device takes from, and under MPI
+#: rank 0's) or static (the thesis's baseline: the initial items split once into equal
+#: contiguous shares, one per device and rank, each worked to its end alone)
+BALANCES = ("dynamic", "static")
+
+
+def check_balance(balance: str) -> str:
+    if balance not in BALANCES:
+        raise OptionError("balance", f"{balance!r} is not one of: {', '.join(BALANCES)}")
+    return balance
+
+
+def share(sequence: Sequence, k: int, parts: int) -> list:
+    """The k-th of `parts` contiguous shares of `sequence`, sizes differing by at most
+    one (the first ones larger)."""
+    n = len(sequence)
+    start = k * (n // parts) + min(k, n % parts)
+    return list(sequence[start:start + n // parts + (1 if k < n % parts else 0)])
+
+
+def budget_share(budget: int | None, k: int, parts: int) -> int | None:
+    """Part k of an item budget split over `parts` static shares (at least 1 each)."""
+    if budget is None:
+        return None
+    return max(1, budget // parts + (1 if k < budget % parts else 0))
 
 
 def check_order(order: str) -> str:

@@ -101,9 +101,10 @@ def check_cover(done: list[Finished], left: list[tuple[ItemId, Any]], tree: dict
 
 
 def report(scheduler, done: list[Finished] | None, *, depth: int, span: Interval,
-           budgeted: bool) -> dict:
-    """What rank 0 prints: the checks and who ran how many items."""
-    tree = expected_tree([span], depth)
+           budgeted: bool, roots: list[Interval] | None = None) -> dict:
+    """What rank 0 prints: the checks and who ran how many items. `roots`: the start
+    items when not `span` alone (they tile it)."""
+    tree = expected_tree(roots or [span], depth)
     left = scheduler.last_queue_left or []
     per_rank: dict[int, int] = {}
     for record in scheduler.last_queue_batches:

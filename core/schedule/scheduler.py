@@ -16,6 +16,7 @@ branch and bound; growing.py). Memory sizing and the out-of-memory retry are in
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import sys
 import threading
@@ -25,13 +26,14 @@ from typing import Any, Iterable, Sequence
 from ..errors import OptionError
 from ..runtime.base import Device
 from .batching import (DEFAULT_SAFETY, Batch, check_bytes, check_count, check_safety,
-                       plan_batches)
+                       items_that_fit, plan_batches)
 from .combine import Combine, check_combine, combine_in_order
 from .dispatch import run_workers
 from .growing import (Finished, GrowingQueue, QueueBatchRecord, QueueRun, QueueWork,
-                      QueueWorker, check_order, check_seconds)
+                      QueueWorker, budget_share, check_balance, check_order, check_seconds,
+                      share)
 from .growing_mpi import run_queue_on_ranks
-from .mpi import MODES, MpiWorld, mpi_world, run_on_ranks
+from .mpi import MODES, MpiWorld, error_report, mpi_world, raise_any_failure, run_on_ranks
 from .progress import DEFAULT_DELAY, Progress
 from .worker import (BatchRecord, DeviceWorker, WorkerSettings, WorkFunction, WorkQueue,
                      host_free_memory)
@@ -156,9 +158,13 @@ class Scheduler:
             that the progress of a long run moves).
         workers_per_device: host threads taking batches for each GPU of this process
             (not the host, and not under MPI: a rank is one worker). While one waits
-            for its launch another uploads, downloads and writes its results; each
-            sizes its batches from its share of the device's free memory. `work` must
-            be safe to call from several threads for one device."""
+            for its launch another does its host work (Python, page faults, copies
+            out of pinned memory). Each sizes its batches from its share of the
+            device's free memory, read once for all of them; a GPU gets fewer workers
+            where a share would not hold one launch's fixed bytes. The batches are as
+            large as without them (balancing counts devices and ranks, not threads),
+            so a run of few batches keeps the extra threads idle. `work` must be safe
+            to call from several threads for one device."""
         n_items = check_count("n-items", n_items)
         check_bytes("bytes-per-item", bytes_per_item)
         check_bytes("fixed-bytes", fixed_bytes)
@@ -175,11 +181,10 @@ class Scheduler:
         if max_items is not None:
             max_items = max(check_count("max-items", max_items, 1), self.min_batch_items)
             cap = max_items if cap is None else min(cap, max_items)
-        share = 1 if distributed or devices == (None,) else workers_per_device
         settings = WorkerSettings(
-            n_items, bytes_per_item, fixed_bytes, self.safety / share, cap,
+            n_items, bytes_per_item, fixed_bytes, self.safety, cap,
             self.min_batch_items, align,
-            self._balance_items(n_items, len(devices) * dynamic_ranks * share, align))
+            self._balance_items(n_items, len(devices) * dynamic_ranks, align))
         def make_progress(total: int) -> Progress:
             return self._progress(total, progress, desc)
 
@@ -205,9 +210,15 @@ class Scheduler:
                     records.append(record)
                 bar.advance(record.size)
 
-            workers = [DeviceWorker(device, work, settings, on_batch, stop=stop,
-                                    profiler=self.profiler)
-                       for device in devices for _ in range(share)]
+            workers = []
+            for device in devices:
+                count, free = (1, None) if device is None else \
+                    self._workers_for(device, settings, workers_per_device)
+                shared = settings if count == 1 else \
+                    dataclasses.replace(settings, safety=settings.safety / count)
+                workers += [DeviceWorker(device, work, shared, on_batch, stop=stop,
+                                         profiler=self.profiler, free_bytes=free)
+                            for _ in range(count)]
             try:
                 run_workers(workers, WorkQueue(0, n_items))
             finally:
@@ -218,7 +229,7 @@ class Scheduler:
                   fixed_bytes: float = 0, order: str = "fifo", ordered: bool = False,
                   limit: int | None = None, budget_items: int | None = None,
                   budget_seconds: float | None = None, progress: bool | None = None,
-                  desc: str = "items") -> list[Finished] | None:
+                  desc: str = "items", balance: str = "dynamic") -> list[Finished] | None:
         """Call `work(device, batch)` on batches of `items` and of every item the work
         creates, until none is left (growing.py: the contract, ids and order).
 
@@ -237,7 +248,14 @@ class Scheduler:
         A failure in `work` stops the other devices and is raised with its type and
         device. Under MPI every rank calls this with the same arguments; rank 0
         keeps the queue (growing_mpi.py), gets the results and `last_queue_left`,
-        the other ranks None; a failure on any rank is raised on every rank."""
+        the other ranks None; a failure on any rank is raised on every rank.
+        balance: "dynamic" (the above: one queue) or "static", the baseline that
+            dynamic balancing is measured against: the initial items are split once
+            into equal contiguous shares, one per MPI rank and, within a rank, one
+            per device, and each share and everything it creates is worked on by its
+            own device alone; the results go to rank 0 at the end. The same items,
+            ids and results as dynamic; an item budget is split over the shares, a
+            time budget holds for each, `limit` guards each share."""
         check_bytes("bytes-per-item", bytes_per_item)
         check_bytes("fixed-bytes", fixed_bytes)
         check_order(order)
@@ -247,8 +265,13 @@ class Scheduler:
             budget_items = check_count("budget-items", budget_items, 1)
         if budget_seconds is not None:
             budget_seconds = check_seconds("budget-seconds", budget_seconds)
+        check_balance(balance)
         items = list(items)
         distributed = self.world is not None and self.world.size > 1
+        if balance == "static":
+            return self._run_queue_static(work, items, bytes_per_item, fixed_bytes, order,
+                                          ordered, limit, budget_items, budget_seconds,
+                                          progress, desc)
         self.last_queue_batches = []
         self.last_queue_left = [] if self.is_root else None
         self.last_queue_stopped = None
@@ -285,6 +308,82 @@ class Scheduler:
             left.sort(key=lambda entry: entry[0])
         self.last_queue_left = left
         return finished
+
+    def _run_queue_static(self, work, items, bytes_per_item, fixed_bytes, order, ordered,
+                          limit, budget_items, budget_seconds, progress, desc):
+        """run_queue's balance="static" (see there)."""
+        distributed = self.world is not None and self.world.size > 1
+        rank, size = (self.rank, self.size) if distributed else (0, 1)
+        entries = [((i,), item) for i, item in enumerate(items)]
+        mine = share(entries, rank, size)
+        budget = budget_share(budget_items, rank, size)
+        devices: tuple[Device | None, ...] = self.local_devices or (None,)
+        settings = WorkerSettings(sys.maxsize, bytes_per_item, fixed_bytes, self.safety,
+                                  self.max_batch_items, self.min_batch_items, 1, None)
+        self.last_queue_batches = []
+        self.last_queue_left = [] if self.is_root else None
+        self.last_queue_stopped = None
+        error = None
+        with self._progress(len(mine), progress, desc) as bar:
+            queues = [GrowingQueue((), entries=share(mine, k, len(devices)), order=order,
+                                   limit=limit, budget_items=budget_share(budget, k,
+                                                                          len(devices)),
+                                   budget_seconds=budget_seconds)
+                      for k in range(len(devices))]
+            runs = [QueueRun(queue, bar) for queue in queues]
+            stop = threading.Event()
+            workers = [QueueWorker(device, work, settings, run.on_batch, rank=rank,
+                                   stop=stop, profiler=self.profiler)
+                       for device, run in zip(devices, runs)]
+            try:
+                if mine:
+                    run_workers(workers, queues)
+            except BaseException as exc:  # noqa: BLE001 - raised below (on every rank)
+                if not distributed:
+                    raise
+                error = exc
+            finally:
+                self.last_queue_batches = [r for run in runs for r in run.records]
+        finished = [f for run in runs for f in run.finished]
+        left = [e for queue in queues for e in queue.left()]
+        stopped = next((q.stopped_by for q in queues if q.stopped_by and q.left()), None)
+        if distributed:
+            report = error_report(error, workers[0], rank) if error is not None else None
+            gathered = self.world.comm.gather(
+                (finished, self.last_queue_batches, left, stopped, report)
+                if error is None else ([], [], [], None, report), root=0)
+            reports = [g[4] for g in gathered if g[4]] if self.is_root else []
+            raise_any_failure(self.world, workers[0], error, reports)
+            if not self.is_root:
+                self.last_queue_left = None
+                return None
+            finished = [f for g in gathered for f in g[0]]
+            self.last_queue_batches = [r for g in gathered for r in g[1]]
+            left = [e for g in gathered for e in g[2]]
+            stopped = next((g[3] for g in gathered if g[3]), None)
+        if ordered:
+            finished.sort(key=lambda done: done.id)
+            left.sort(key=lambda entry: entry[0])
+        self.last_queue_left = left
+        self.last_queue_stopped = stopped if left else None
+        return finished
+
+    @staticmethod
+    def _workers_for(device: Device, settings: WorkerSettings, asked: int
+                     ) -> tuple[int, int | None]:
+        """(workers, the free bytes they size from) for one GPU: `asked`, or fewer
+        where a worker's share of the free memory would not hold one launch of the
+        smallest batch; the free memory read once, before any of them allocates."""
+        if asked == 1:
+            return 1, None
+        with device.activate():
+            free = device.free_memory()
+        smallest = min(settings.min_items, max(settings.n_items, 1))
+        for count in range(asked, 1, -1):
+            if items_that_fit(free, settings.bytes_per_item, settings.fixed_bytes,
+                              settings.safety / count) >= smallest:
+                return count, free
+        return 1, None
 
     def _progress(self, total: int, progress: bool | None, desc: str) -> Progress:
         """The progress bar of one run: `progress` None follows the scheduler."""

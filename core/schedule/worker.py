@@ -128,7 +128,11 @@ class DeviceWorker:
 
     def __init__(self, device: Device | None, work: WorkFunction, settings: WorkerSettings,
                  on_batch: Callable[[BatchRecord, Any], None], *, rank: int = 0,
-                 stop: threading.Event | None = None, profiler=None):
+                 stop: threading.Event | None = None, profiler=None,
+                 free_bytes: int | None = None):
+        """free_bytes: the device's free memory to size from, read by the caller for
+        several workers of one device before any allocated (None: read it here)."""
+        self._given_free = free_bytes
         self.device = device
         self.work = work
         self.settings = settings
@@ -162,8 +166,11 @@ class DeviceWorker:
     def initial_size(self) -> int:
         """The largest batch that the memory estimate, the options and balancing allow."""
         s = self.settings
-        self.free_bytes = (self.device.free_memory() if self.device is not None
-                           else host_free_memory())
+        if self._given_free is not None:
+            self.free_bytes = self._given_free
+        else:
+            self.free_bytes = (self.device.free_memory() if self.device is not None
+                               else host_free_memory())
         fit = items_that_fit(self.free_bytes, s.bytes_per_item, s.fixed_bytes, s.safety)
         smallest = min(s.min_items, max(s.n_items, 1))
         if fit < smallest:

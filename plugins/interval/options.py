@@ -47,6 +47,13 @@ class IntervalOptions(BackendOptions):
     mpi: bool = option(False, "share the boxes between MPI ranks (run the command under "
                               "mpirun; rank 0 keeps the queue, every rank checks boxes on its "
                               "GPU or its cores, rank 0 writes the paving)")
+    balance: str = option("dynamic", "several GPUs or MPI ranks (the multi loop): dynamic "
+                                     "(one queue of boxes that every GPU and rank takes "
+                                     "from) or static (the baseline of Sharma's thesis: the "
+                                     "presplit boxes divided once into equal shares, each "
+                                     "GPU and rank works on its share and the boxes it "
+                                     "splits off alone); the same paving either way",
+                          choices=("dynamic", "static"))
     block_size: int = option(64, "threads per block of the GPU kernel (the persistent "
                                  "kernel: a multiple of 32)", minimum=32, maximum=1024)
     kernel: str = option("persistent", "the GPU's SIVIA: persistent (the whole search in "

@@ -156,7 +156,7 @@ class IntervalProgram(Program):
                 work, chunks_of(first, chunk), bytes_per_item=chunk * _box_bytes(model),
                 order="fifo", ordered=True, budget_items=budget_boxes,
                 budget_seconds=o.time_limit or None, progress=getattr(task, "progress", True),
-                desc="chunks of boxes")
+                desc="chunks of boxes", balance=o.balance)
         finally:
             engines.release()
         if finished is None:  # an MPI rank other than the root: the root has the paving
@@ -178,7 +178,8 @@ class IntervalProgram(Program):
             "boxes_presplit": len(first), "seconds": seconds,
             "boxes_per_second": statistics["boxes_evaluated"] / max(seconds, 1e-12),
             "launches": len(scheduler.last_queue_batches), "ranks": scheduler.size,
-            "devices": max(len(devices), 1)})
+            "devices": max(len(devices), 1), "balance": o.balance,
+            "per_device": _per_device(scheduler.last_queue_batches, seconds)})
         paving.statistics = statistics
         paving.metadata = {"engine": "gpu" if gpu else "native",
                            **_run_metadata(o, task, source), "chunk": chunk,
@@ -361,3 +362,18 @@ def _data(measurements, model: IntervalModel) -> Data:
     output = np.array([model.measured.index(measurements.id[k]) for k in order], np.int32)
     return Data(times, np.append(first, len(order)).astype(np.int32), output,
                 measurements.lower[order], measurements.upper[order])
+
+
+def _per_device(records, seconds: float) -> dict:
+    """{"rank:device": {"chunks", "busy_seconds", "idle_seconds"}} of the multi loop's
+    launches: how the work was balanced (idle: the run's wall time not spent in a
+    launch of that device; a device without a launch is not listed)."""
+    table: dict = {}
+    for r in records:
+        key = f"{r.rank}:{'host' if r.device_index is None else r.device_index}"
+        row = table.setdefault(key, {"chunks": 0, "busy_seconds": 0.0})
+        row["chunks"] += r.items
+        row["busy_seconds"] += r.seconds
+    for row in table.values():
+        row["idle_seconds"] = max(0.0, seconds - row["busy_seconds"])
+    return table

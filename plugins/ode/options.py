@@ -86,8 +86,11 @@ class OdeOptions(BackendOptions):
     pilot_size: int = option(1000, "members of the bundling pilot run", minimum=32)
     block_size: int = option(128, "threads per block", minimum=32, maximum=1024)
     threads_per_gpu: int = option(2, "host threads that take batches for each GPU: while "
-                                     "one waits for its launch, another uploads, "
-                                     "downloads and writes its time courses (10^7 Lorenz "
+                                     "one waits for its launch, another does its host "
+                                     "work (Python, page faults, copies out of pinned "
+                                     "memory; copies to and from the GPU still wait for "
+                                     "the other's kernel); a run of few batches leaves "
+                                     "the others idle (10^7 Lorenz "
                                      "members on an H100: 0.26 s with 1, 0.18-0.20 s "
                                      "with 2, 0.17-0.18 s with 3); the PEtab objective's "
                                      "reduction keeps 1", minimum=1, maximum=8)
