@@ -112,6 +112,12 @@ def test_several_workers_per_device_share_its_memory_and_the_items():
     host.map_batches(lambda d, a, b: seen.add(threading.get_ident()) or np.arange(a, b),
                      100, workers_per_device=3)
     assert seen == {threading.get_ident()}  # the host: one worker, the calling thread
+    # one batch for the one device (max_items): no second thread is started
+    seen.clear()
+    Scheduler([FakeDevice(0)], progress=False).map_batches(
+        lambda d, a, b: seen.add(threading.get_ident()) or np.arange(a, b), 100,
+        max_items=100, workers_per_device=2)
+    assert seen == {threading.get_ident()}
 
 
 def test_max_batch_items_caps_every_launch():

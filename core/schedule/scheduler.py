@@ -163,7 +163,8 @@ class Scheduler:
             device's free memory, read once for all of them; a GPU gets fewer workers
             where a share would not hold one launch's fixed bytes. The batches are as
             large as without them (balancing counts devices and ranks, not threads),
-            so a run of few batches keeps the extra threads idle. `work` must be safe
+            so a run of few batches keeps the extra threads idle (none are started when
+            `max_items` leaves one batch per device). `work` must be safe
             to call from several threads for one device."""
         n_items = check_count("n-items", n_items)
         check_bytes("bytes-per-item", bytes_per_item)
@@ -210,6 +211,8 @@ class Scheduler:
                     records.append(record)
                 bar.advance(record.size)
 
+            if cap is not None and -(-n_items // cap) <= len(devices):
+                workers_per_device = 1  # a batch per device at most: no thread to spare
             workers = []
             for device in devices:
                 count, free = (1, None) if device is None else \
