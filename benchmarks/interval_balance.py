@@ -7,7 +7,9 @@ whether the paving is the same whatever the number of ranks.
         [--balances dynamic static] [--cpu] [--epsilon E] [--points N]
         [--batch B] [--time-limit S] [--out DIR]
 
-Each run is the CLI under mpirun, as a user runs it:
+After one untimed warm-up run (the kernel's build), each run is the CLI under
+mpirun, as a user runs it (`--bind-to none` with Open MPI, whose default binding
+would put a rank's OpenMP threads on one core):
 `mpirun -n R python -m sbmlgpu estimate MODEL --data DATA --unknown ... --epsilon E
 --kernel multi --mpi --balance B [--cpu] -o DIR`. The case's data come from
 benchmarks/interval_data.py (`--points`: fewer data times, for a quick run). Ranks
@@ -68,7 +70,19 @@ def command(case, data: Path, out: Path, ranks: int, balance: str, epsilon: floa
         line += ["--time-limit", repr(time_limit)]
     if batch:
         line += ["--batch", str(batch)]
-    return [mpirun_path(), "-n", str(ranks), *line]
+    return [mpirun_path(), "-n", str(ranks), *binding(), *line]
+
+
+def binding() -> list[str]:
+    """Open MPI binds each rank to a core when there are few ranks, so a rank's OpenMP
+    threads (the host engine) would share one core: `--bind-to none` there (measured:
+    SEIR-2P on one rank of 16 cores took 111 s bound, against 8.4 s unbound before)."""
+    try:
+        version = subprocess.run([mpirun_path(), "--version"], capture_output=True,
+                                 text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return ["--bind-to", "none"] if "Open MPI" in version or "OpenRTE" in version else []
 
 
 def read_summary(path: Path) -> dict[str, str]:
@@ -87,8 +101,9 @@ def per_rank(summary: dict[str, str]) -> dict[str, dict[str, float]]:
     return out
 
 
-def run(case, data: Path, folder: Path, ranks: int, balance: str, args) -> dict:
-    out = folder / f"{balance}-{ranks}"
+def run(case, data: Path, folder: Path, ranks: int, balance: str, args,
+        name: str | None = None) -> dict:
+    out = folder / (name or f"{balance}-{ranks}")
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                OMPI_MCA_rmaps_base_oversubscribe="1")
     if args.cpu:
@@ -146,6 +161,9 @@ def main(argv: list[str] | None = None) -> int:
     folder.mkdir(parents=True, exist_ok=True)
     data = write_data(DATASETS[case.dataset], folder / f"{case.dataset}.csv", args.points)
     counts = sorted(set(args.ranks) | {1})
+    # a warm-up run, not kept: nvcc's build of the kernel (or the host build) goes to
+    # the cache, so that no timed run holds it
+    run(case, data, folder, 1, args.balances[0], args, name="warm-up")
     rows = []
     for balance in args.balances:
         base = None
