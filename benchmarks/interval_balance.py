@@ -75,8 +75,8 @@ def command(case, data: Path, out: Path, ranks: int, balance: str, epsilon: floa
 
 def binding() -> list[str]:
     """Open MPI binds each rank to a core when there are few ranks, so a rank's OpenMP
-    threads (the host engine) would share one core: `--bind-to none` there (measured:
-    SEIR-2P on one rank of 16 cores took 111 s bound, against 8.4 s unbound before)."""
+    threads (the host engine) would share one core: `--bind-to none` there (measured
+    on the H100 host: SEIR-2P on one rank of 16 cores took 111 s bound, 9.6 s not)."""
     try:
         version = subprocess.run([mpirun_path(), "--version"], capture_output=True,
                                  text=True, timeout=30).stdout
