@@ -415,7 +415,7 @@ def test_a_static_item_budget_is_split_over_the_shares_and_can_be_run_on():
     scheduler = Scheduler(devices, max_batch_items=2, progress=False)
     done = scheduler.run_queue(bisect, [(0.0, 1.0), (2.0, 3.0)], budget_items=10,
                                balance="static")
-    assert len(done) == 10 and scheduler.last_queue_stopped.startswith("the budget of 5")
+    assert len(done) == 10 and scheduler.last_queue_stopped.startswith("the budget of 10")
     left = scheduler.last_queue_left
     rest = scheduler.run_queue(bisect, [item for _, item in left])
     assert len(done) + len(rest) == 62  # two trees of 31: nothing lost or repeated
@@ -441,3 +441,20 @@ def test_a_failure_in_one_share_stops_the_others():
     assert sum(r.items for r in scheduler.last_queue_batches) < 500
     with pytest.raises(OptionError, match="balance"):
         scheduler.run_queue(bisect, [(0.0, 1.0)], balance="round-robin")
+
+
+def test_a_static_budget_smaller_than_the_shares_is_not_overspent():
+    """The budget goes to the shares that hold start items, and adds up to itself."""
+    from sbmlgpu.schedule.growing import budget_share
+
+    for budget, items, parts in ((1, 2, 2), (3, 4, 4), (2, 8, 4), (10, 1, 2), (7, 5, 3)):
+        given = [budget_share(budget, k, parts, items) for k in range(parts)]
+        assert sum(given) == budget and all(g >= 0 for g in given), (budget, items, given)
+        assert all(g == 0 for g in given[min(parts, items):])
+    devices = [FakeDevice(i) for i in range(4)]
+    for budget, starts in ((1, 2), (3, 4), (10, 1)):
+        scheduler = Scheduler(devices, max_batch_items=1, progress=False)
+        done = scheduler.run_queue(bisect, [(2.0 * i, 2.0 * i + 1) for i in range(starts)],
+                                   budget_items=budget, balance="static")
+        assert len(done) == budget
+        assert scheduler.last_queue_stopped == f"the budget of {budget} items was taken"

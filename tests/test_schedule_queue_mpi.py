@@ -116,3 +116,9 @@ def test_a_failure_in_a_static_share_raises_on_every_rank():
     for rank in (0, 2):
         assert re.search(rf"rank {rank}: error: MPI rank 1 \([^)]*\) failed: "
                          r"RuntimeError: this rank was told to fail", done.stderr), done.stderr
+
+
+def test_static_results_that_cannot_travel_are_that_ranks_error_not_a_hang():
+    done = mpirun(2, *STARTS, "--balance", "static", "--unpicklable-rank", "1", timeout=60)
+    assert done.returncode != 0
+    assert "cannot be sent to rank 0" in done.stderr, done.stderr

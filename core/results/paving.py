@@ -8,6 +8,7 @@ box was proved inconsistent and is `rejected` (counted by volume, not stored).
 
 from __future__ import annotations
 
+import csv
 import json
 from dataclasses import dataclass, field
 from itertools import combinations
@@ -109,10 +110,10 @@ class Paving(Result):
         summary = companion(path, "summary")
         rows = {"boxes_kept": self.n_boxes, "epsilon": self.epsilon,
                 **{f"volume_{k}": v for k, v in self.volumes.items()}, **self.statistics}
-        with open(summary, "w", encoding="utf-8") as out:
-            out.write("quantity,value\n")
-            for key, value in _flat(rows):
-                out.write(f"{key},{value!r}\n")
+        with open(summary, "w", encoding="utf-8", newline="") as out:
+            writer = csv.writer(out, lineterminator="\n")  # a value with commas is quoted
+            writer.writerow(("quantity", "value"))
+            writer.writerows((key, repr(value)) for key, value in _flat(rows))
         return [path, summary]
 
     def arrays(self) -> dict[str, Any]:

@@ -56,6 +56,8 @@ def main(argv=None) -> int:
                        help="start from this many equal pieces of [0, 1]")
     queue.add_argument("--balance", choices=("dynamic", "static"), default="dynamic",
                        help="run_queue's balancing")
+    queue.add_argument("--unpicklable-rank", type=int, default=-1,
+                       help="this rank's results cannot be pickled (a lock each)")
     queue.add_argument("--no-threads", action="store_true",
                        help="act as if MPI allowed no helper thread: rank 0 only serves")
     args = parser.parse_args(argv)
@@ -119,7 +121,8 @@ def run_queue_check(scheduler: Scheduler, args) -> int:
     rank, span = scheduler.rank, (0.0, 1.0)
     slow = 10.0 if rank == args.slow_rank else 1.0
     work = queue_demo.make_work(args.depth, args.seconds_per_item * slow,
-                                fail=rank == args.fail_rank)
+                                fail=rank == args.fail_rank,
+                                unpicklable=rank == args.unpicklable_rank)
     started = time.perf_counter()
     k = max(1, args.starts)
     roots = [(span[0] + (span[1] - span[0]) * i / k, span[0] + (span[1] - span[0]) * (i + 1) / k)

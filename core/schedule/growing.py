@@ -200,11 +200,16 @@ def share(sequence: Sequence, k: int, parts: int) -> list:
     return list(sequence[start:start + n // parts + (1 if k < n % parts else 0)])
 
 
-def budget_share(budget: int | None, k: int, parts: int) -> int | None:
-    """Part k of an item budget split over `parts` static shares (at least 1 each)."""
+def budget_share(budget: int | None, k: int, parts: int, items: int) -> int | None:
+    """Part k of an item budget split over the shares that hold some of `items` (the
+    first min(parts, items) of `parts`, as `share` deals them): the parts add up to
+    the budget, and a share without items gets none of it."""
     if budget is None:
         return None
-    return max(1, budget // parts + (1 if k < budget % parts else 0))
+    live = max(1, min(parts, items))
+    if k >= live:
+        return 0
+    return budget // live + (1 if k < budget % live else 0)
 
 
 def check_order(order: str) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import threading
 import time
 from typing import Any
 
@@ -54,15 +55,17 @@ def expected_tree(roots: list[Interval], depth: int) -> dict[ItemId, tuple[Inter
     return tree
 
 
-def make_work(depth: int, seconds_per_item: float, fail: bool):
+def make_work(depth: int, seconds_per_item: float, fail: bool, unpicklable: bool = False):
     """work(device, items) for run_queue, sleeping `seconds_per_item` per item (a
-    stand-in for a kernel), raising at once when `fail`."""
+    stand-in for a kernel), raising at once when `fail`; with `unpicklable`, results
+    that cannot travel between ranks (a lock each)."""
     def work(device, items):
         if fail:
             raise RuntimeError("this rank was told to fail")
         time.sleep(seconds_per_item * len(items))
         checked = [check_interval(item, depth) for item in items]
-        return [result for result, _ in checked], [children for _, children in checked]
+        results = [threading.Lock() if unpicklable else result for result, _ in checked]
+        return results, [children for _, children in checked]
     return work
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import pickle
 import sys
 import threading
 import warnings
@@ -258,7 +259,9 @@ class Scheduler:
             per device, and each share and everything it creates is worked on by its
             own device alone; the results go to rank 0 at the end. The same items,
             ids and results as dynamic; an item budget is split over the shares, a
-            time budget holds for each, `limit` guards each share."""
+            time budget holds for each, `limit` guards each share. Under MPI a
+            failure on one rank reaches the others only when they have finished
+            their shares (they then raise): there is no queue to close."""
         check_bytes("bytes-per-item", bytes_per_item)
         check_bytes("fixed-bytes", fixed_bytes)
         check_order(order)
@@ -319,7 +322,7 @@ class Scheduler:
         rank, size = (self.rank, self.size) if distributed else (0, 1)
         entries = [((i,), item) for i, item in enumerate(items)]
         mine = share(entries, rank, size)
-        budget = budget_share(budget_items, rank, size)
+        budget = budget_share(budget_items, rank, size, len(entries))
         devices: tuple[Device | None, ...] = self.local_devices or (None,)
         settings = WorkerSettings(sys.maxsize, bytes_per_item, fixed_bytes, self.safety,
                                   self.max_batch_items, self.min_batch_items, 1, None)
@@ -327,10 +330,12 @@ class Scheduler:
         self.last_queue_left = [] if self.is_root else None
         self.last_queue_stopped = None
         error = None
-        with self._progress(len(mine), progress, desc) as bar:
+        # a bar on rank 0 only (over its own share: the others' progress is not sent)
+        with self._progress(len(mine) if self.is_root else 0, progress, desc) as bar:
             queues = [GrowingQueue((), entries=share(mine, k, len(devices)), order=order,
-                                   limit=limit, budget_items=budget_share(budget, k,
-                                                                          len(devices)),
+                                   limit=limit,
+                                   budget_items=budget_share(budget, k, len(devices),
+                                                             len(mine)),
                                    budget_seconds=budget_seconds)
                       for k in range(len(devices))]
             runs = [QueueRun(queue, bar) for queue in queues]
@@ -351,25 +356,56 @@ class Scheduler:
         left = [e for queue in queues for e in queue.left()]
         stopped = next((q.stopped_by for q in queues if q.stopped_by and q.left()), None)
         if distributed:
-            report = error_report(error, workers[0], rank) if error is not None else None
-            gathered = self.world.comm.gather(
-                (finished, self.last_queue_batches, left, stopped, report)
-                if error is None else ([], [], [], None, report), root=0)
-            reports = [g[4] for g in gathered if g[4]] if self.is_root else []
-            raise_any_failure(self.world, workers[0], error, reports)
+            parts = self._gather_static(workers[0], error, (
+                finished, self.last_queue_batches, left, stopped))
             if not self.is_root:
                 self.last_queue_left = None
                 return None
-            finished = [f for g in gathered for f in g[0]]
-            self.last_queue_batches = [r for g in gathered for r in g[1]]
-            left = [e for g in gathered for e in g[2]]
-            stopped = next((g[3] for g in gathered if g[3]), None)
+            finished = [f for p in parts for f in p[0]]
+            self.last_queue_batches = [r for p in parts for r in p[1]]
+            left = [e for p in parts for e in p[2]]
+            stopped = next((p[3] for p in parts if p[3]), None)
+        if stopped and budget_items is not None and "items" in stopped:
+            stopped = f"the budget of {budget_items} items was taken"  # all shares' budget
         if ordered:
             finished.sort(key=lambda done: done.id)
             left.sort(key=lambda entry: entry[0])
         self.last_queue_left = left
         self.last_queue_stopped = stopped if left else None
         return finished
+
+    def _gather_static(self, worker, error, mine: tuple) -> list | None:
+        """The static split's results of every rank on rank 0 (None elsewhere), then
+        every rank raises if any failed. Each rank but 0 pickles its own part (rank 0's
+        stays as it is) and rank 0 unpickles each in turn, so that a result that cannot
+        travel is that rank's error, never a rank left waiting in the collective."""
+        rank = self.rank
+        report = error_report(error, worker, rank) if error is not None else None
+        blob = None
+        if rank > 0:
+            try:
+                blob = pickle.dumps((*mine, report) if error is None
+                                    else ([], [], [], None, report),
+                                    protocol=pickle.HIGHEST_PROTOCOL)
+            except Exception as exc:  # noqa: BLE001 - reported to rank 0 as this rank's
+                report = error_report(exc, worker, rank)
+                report["message"] = f"its results cannot be sent to rank 0: {exc}"
+                blob = pickle.dumps(([], [], [], None, report))
+        gathered = self.world.comm.gather(blob, root=0)
+        parts, reports = None, []
+        if self.is_root:
+            parts = [(*mine, report) if error is None else ([], [], [], None, report)]
+            for source, piece in enumerate(gathered[1:], 1):
+                try:
+                    parts.append(pickle.loads(piece))
+                except Exception as exc:  # noqa: BLE001 - e.g. a class rank 0 cannot import
+                    parts.append(([], [], [], None, {
+                        "rank": source, "where": f"MPI rank {source}", "traceback": "",
+                        "type": type(exc).__name__,
+                        "message": f"its results cannot be read on rank 0: {exc}"}))
+            reports = [p[4] for p in parts if p[4]]
+        raise_any_failure(self.world, worker, error, reports)
+        return parts
 
     @staticmethod
     def _workers_for(device: Device, settings: WorkerSettings, asked: int

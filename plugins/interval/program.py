@@ -151,6 +151,7 @@ class IntervalProgram(Program):
             return decisions, children
 
         budget_boxes = None if o.max_boxes <= 0 else max(o.max_boxes // chunk, 1)
+        search_started = time.perf_counter()
         try:
             finished = scheduler.run_queue(
                 work, chunks_of(first, chunk), bytes_per_item=chunk * _box_bytes(model),
@@ -159,6 +160,7 @@ class IntervalProgram(Program):
                 desc="chunks of boxes", balance=o.balance)
         finally:
             engines.release()
+        search_seconds = time.perf_counter() - search_started
         if finished is None:  # an MPI rank other than the root: the root has the paving
             return Paving(model.unknown, np.zeros((0, len(model.unknown))),
                           np.zeros((0, len(model.unknown))), np.zeros(0, np.int8),
@@ -179,7 +181,8 @@ class IntervalProgram(Program):
             "boxes_per_second": statistics["boxes_evaluated"] / max(seconds, 1e-12),
             "launches": len(scheduler.last_queue_batches), "ranks": scheduler.size,
             "devices": max(len(devices), 1), "balance": o.balance,
-            "per_device": _per_device(scheduler.last_queue_batches, seconds)})
+            "search_seconds": search_seconds,
+            "per_device": _per_device(scheduler.last_queue_batches, search_seconds)})
         paving.statistics = statistics
         paving.metadata = {"engine": "gpu" if gpu else "native",
                            **_run_metadata(o, task, source), "chunk": chunk,
@@ -366,8 +369,8 @@ def _data(measurements, model: IntervalModel) -> Data:
 
 def _per_device(records, seconds: float) -> dict:
     """{"rank:device": {"chunks", "busy_seconds", "idle_seconds"}} of the multi loop's
-    launches: how the work was balanced (idle: the run's wall time not spent in a
-    launch of that device; a device without a launch is not listed)."""
+    launches: how the work was balanced (idle: the search's wall time, `seconds`,
+    not spent in a launch of that device; a device without a launch is not listed)."""
     table: dict = {}
     for r in records:
         key = f"{r.rank}:{'host' if r.device_index is None else r.device_index}"
