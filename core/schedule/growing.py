@@ -46,6 +46,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from ..errors import OptionError, SimulationError
 from ..runtime.base import Device
+from .mpi import static_block
 from .worker import DeviceWorker
 
 #: an item's place in the tree of items: (i,) for initial item i, p + (k,) for the
@@ -193,11 +194,9 @@ def check_balance(balance: str) -> str:
 
 
 def share(sequence: Sequence, k: int, parts: int) -> list:
-    """The k-th of `parts` contiguous shares of `sequence`, sizes differing by at most
-    one (the first ones larger)."""
-    n = len(sequence)
-    start = k * (n // parts) + min(k, n % parts)
-    return list(sequence[start:start + n // parts + (1 if k < n % parts else 0)])
+    """The k-th of `parts` contiguous shares of `sequence` (mpi.static_block's)."""
+    start, stop = static_block(len(sequence), k, parts)
+    return list(sequence[start:stop])
 
 
 def budget_share(budget: int | None, k: int, parts: int, items: int) -> int | None:
@@ -209,7 +208,8 @@ def budget_share(budget: int | None, k: int, parts: int, items: int) -> int | No
     live = max(1, min(parts, items))
     if k >= live:
         return 0
-    return budget // live + (1 if k < budget % live else 0)
+    start, stop = static_block(budget, k, live)
+    return stop - start
 
 
 def check_order(order: str) -> str:

@@ -40,6 +40,7 @@ from sbmlgpu.profile import phase
 from sbmlgpu.runtime.host_memory import available_memory
 from sbmlgpu.results import DbnResult, Status
 from sbmlgpu.results.dbn import SparseCounts
+from sbmlgpu.schedule import static_block
 from sbmlgpu.schedule.dispatch import Stopped, on_each_device
 from sbmlgpu.schedule.progress import Progress
 from sbmlgpu.tasks import DbnApproximation
@@ -422,10 +423,10 @@ def _check_stop(stop) -> None:
 
 
 def _split(n: int, parts: int) -> list[slice]:
-    """[0, n) in `parts` contiguous shares whose sizes differ by at most one: a fixed
-    RK4 step gives every trajectory the same work, so equal shares balance."""
-    bounds = [n * i // parts for i in range(parts + 1)]
-    return [slice(a, b) for a, b in zip(bounds, bounds[1:])]
+    """[0, n) in `parts` contiguous shares whose sizes differ by at most one
+    (static_block's): a fixed RK4 step gives every trajectory the same work, so equal
+    shares balance."""
+    return [slice(*static_block(n, k, parts)) for k in range(parts)]
 
 
 def _check_ranges(task: DbnApproximation, structure: DbnStructure) -> None:
