@@ -7,9 +7,9 @@ of a download, serial streams, the pinned pool, no mapped memory) stay in force,
 that tests exercise them as a driver without those features would.
 
 What a kernel computes is particular to each test: the device's `compile` runs
-core's transpose (sbmlgpu_member_major) in numpy and hands any other source to the
-factory the test gives (e.g. a host build of the generated kernel, an emulator in
-numpy), which returns a FakeModule of FakeKernels. Every launch is recorded in the
+core's transpose (sbmlgpu_member_major) and column gather (sbmlgpu_gather_columns)
+in numpy and hands any other source to the factory the test gives (e.g. a host
+build of the generated kernel, an emulator in numpy), which returns a FakeModule of FakeKernels. Every launch is recorded in the
 device's `launches`.
 
 conftest.py has a `fake_device` fixture (a fresh FakeDevice)."""
@@ -73,6 +73,7 @@ class HostBuffer(Buffer):
 
 
 MEMBER_MAJOR = "sbmlgpu_member_major"  # core's transpose (core/codegen/templates/transpose.cu)
+GATHER = "sbmlgpu_gather_columns"  # core's column gather (core/codegen/templates/gather.cu)
 
 _active = threading.local()
 
@@ -128,6 +129,9 @@ class FakeDevice(Device):
         if MEMBER_MAJOR in source:  # core's transpose, which every backend's GPU path runs
             real = real_type(source)
             return FakeModule([MEMBER_MAJOR], lambda _: MemberMajor(real, log=self.launches))
+        if GATHER in source:  # core's column gather (runtime/resident.py)
+            real = real_type(source)
+            return FakeModule([GATHER], lambda _: GatherColumns(real, log=self.launches))
         if self.module_factory is None:
             raise NotImplementedError(f"{self!r} was given nothing to compile {name} with")
         return self.module_factory(self, source)
@@ -226,6 +230,25 @@ class MemberMajor(FakeKernel):
         n, cols = int(n), int(cols)
         assert src.nbytes >= n * cols * np.dtype(self.real).itemsize <= dst.nbytes
         dst.view(self.real, n * cols)[:] = src.view(self.real, n * cols).reshape(cols, n).T.ravel()
+
+
+class GatherColumns(FakeKernel):
+    """What core's gather.cu computes, with its arguments: out (rows, b) = the columns
+    `members` of table (rows, n), for `real` values."""
+
+    def __init__(self, real, **kw):
+        super().__init__(GATHER, **kw)
+        self.real = real
+
+    def run(self, grid, block, args, shared_bytes) -> None:
+        b, rows, n, members, table, out = args
+        assert isinstance(b, np.int64) and isinstance(rows, np.int32) \
+            and isinstance(n, np.int64), (type(b), type(rows), type(n))
+        b, rows, n = int(b), int(rows), int(n)
+        ids = members.view(np.uint64, b).astype(np.intp)
+        assert ids.size == 0 or ids.max() < n
+        source = table.view(self.real, rows * n).reshape(rows, n)
+        out.view(self.real, rows * b).reshape(rows, b)[...] = source[:, ids]
 
 
 class Terminal(io.StringIO):

@@ -88,10 +88,11 @@ def test_dump_sources(tmp_path):
 
 @needs_nvcc
 @pytest.mark.parametrize("precision", ["double", "float"])
-def test_member_major_transpose_compiles_for_sm_90(precision):
-    source = render("sbmlgpu.codegen", "transpose.cu", precision=precision)
-    assert b"sbmlgpu_member_major" in nvcc_compile(source, arch="sm_90",
-                                                   name=f"transpose_{precision}")
+@pytest.mark.parametrize("template,kernel", [("transpose.cu", b"sbmlgpu_member_major"),
+                                             ("gather.cu", b"sbmlgpu_gather_columns")])
+def test_core_kernels_compile_for_sm_90(template, kernel, precision):
+    source = render("sbmlgpu.codegen", template, precision=precision)
+    assert kernel in nvcc_compile(source, arch="sm_90", name=f"{template}_{precision}")
 
 
 @needs_nvcc

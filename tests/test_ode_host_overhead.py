@@ -42,13 +42,16 @@ def _design_matrix_plan(table, pilot, steps, group=32):
     sample = table[:, pilot]
     table = table[np.any(sample != sample[:, :1], axis=1)]
     features = table.T
-    positive = bool(np.all(features > 0))
+    positive = bool(np.all(features[pilot] > 0))  # the pilot decides log features
     costs = np.maximum(np.asarray(steps, dtype=float), 1.0)
     predictor = CostPredictor(log_features=positive)
-    features = np.where(np.isfinite(features), features, 1.0)
+    usable = np.isfinite(features) & ((features > 0) if positive else True)
+    features = np.where(usable, features, 1.0)
     predictor.fit(features[pilot], costs)
     predicted = predictor.predict(features)
-    predicted = np.where(np.isfinite(predicted), predicted, float(np.max(costs)))
+    # a member with a value the fit cannot take: the pilot's largest cost
+    predicted = np.where(np.isfinite(predicted) & usable.all(axis=1), predicted,
+                         float(np.max(costs)))
     return predicted, bundle(predicted, group)
 
 
@@ -59,6 +62,22 @@ def test_the_prediction_from_the_table_equals_the_design_matrix_one(log_features
     predictor = CostPredictor(log_features).fit(table[:, pilot].T, _steps(table, pilot, 2))
     np.testing.assert_allclose(predictor.predict_log_table(table),
                                predictor.predict_log(table.T), rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(predictor.predict_log_rows(table),
+                               predictor.predict_log(table.T), rtol=1e-13, atol=1e-13)
+    # features as some rows of a larger table, in the order the fit used them
+    wider = np.vstack([np.full((2, 5000), 3.0), table[::-1]])
+    np.testing.assert_allclose(predictor.predict_log_rows(wider, range(8, 1, -1)),
+                               predictor.predict_log(table.T), rtol=1e-13, atol=1e-13)
+
+
+def test_a_row_prediction_marks_the_items_it_cannot_take():
+    table = _table(3, 400, 3)
+    predictor = CostPredictor().fit(table.T, np.arange(1, 401))
+    table[1, 7], table[2, 9], table[0, 11] = 0.0, -1.0, np.nan
+    predicted = predictor.predict_log_rows(table)
+    assert np.flatnonzero(~np.isfinite(predicted)).tolist() == [7, 9, 11]
+    with pytest.raises(OptionError, match="2 features; the fit used 3"):
+        predictor.predict_log_rows(table, [0, 1])
 
 
 def test_the_prediction_from_the_table_names_a_value_log_cannot_take():
@@ -71,7 +90,7 @@ def test_the_prediction_from_the_table_names_a_value_log_cannot_take():
         CostPredictor().fit(table[:2].T + 1, np.arange(1, 401)).predict_log_table(table + 1)
 
 
-@pytest.mark.parametrize("case", ["positive", "zeros", "not finite"])
+@pytest.mark.parametrize("case", ["positive", "zeros", "not finite", "a zero outside the pilot"])
 def test_the_plan_keeps_the_order_and_figures_of_the_design_matrix_plan(case):
     n = 20_000
     table = _table(12, n, 4)
@@ -81,6 +100,9 @@ def test_the_plan_keeps_the_order_and_figures_of_the_design_matrix_plan(case):
         table[3, ::97] = np.nan
         table[8, ::131] = np.inf
     pilot = bundling.pilot(n, 512, 0)
+    if case == "a zero outside the pilot":  # log features; those members cannot be fit
+        outside = np.setdiff1d(np.arange(n), pilot)[::50]
+        table[2, outside] = 0.0
     steps = _steps(table, pilot, 5)
     plan = bundling.plan(table, pilot, steps)
     predicted, permutation = _design_matrix_plan(table, pilot, steps)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from .fakes import FakeDevice
+from .fakes import GATHER, FakeDevice
 from .ode_helpers import load, needs_compiler, run_cpu
 from .test_ode_engine_fake import compile_for_host
 
@@ -73,6 +73,28 @@ def test_the_gpu_engine_writes_members_in_their_order(ensemble, monkeypatch, max
         assert bundled_calls == [(True, 0, True)]
     else:  # batches of scattered members: launch order, scattered by the runner
         assert any(c == (True, LAUNCH_ORDER, False) for c in bundled_calls)
+    assert np.array_equal(result.status, unbundled.status)
+    assert np.array_equal(result.data, unbundled.data)
+    # the bundled batches' columns were gathered on the device, from one upload
+    assert any(launch[0] == GATHER for launch in device.launches)
+
+
+def test_a_gpu_without_room_for_the_table_gathers_on_the_host(ensemble):
+    """The table on the device is an option of memory: a GPU whose free memory could
+    not spare it runs the same bundled launches on columns gathered by the host."""
+    from sbmlgpu.plugins.ode.backend import OdeBackend
+    from sbmlgpu.plugins.ode.options import OdeOptions
+    from sbmlgpu.schedule import Scheduler
+    from sbmlgpu.tasks import TimeCourse
+
+    net, params, unbundled = ensemble
+    device = FakeDevice(compile=compile_for_host, free=40_000)  # the table is 10 KB
+    options = OdeOptions(method="dopri5", pilot_size=64).validate()
+    program = OdeBackend().compile(net, options, device)
+    scheduler = Scheduler(devices=[device], progress=False)
+    result = program.run(TimeCourse(times=TIMES, parameters=params, progress=False), scheduler)
+    assert _bundled(result)
+    assert not any(launch[0] == GATHER for launch in device.launches)
     assert np.array_equal(result.status, unbundled.status)
     assert np.array_equal(result.data, unbundled.data)
 

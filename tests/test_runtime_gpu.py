@@ -81,6 +81,25 @@ def test_member_major_transpose(device, dtype, n, shape):
         buf.free()
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_columns_gathered_on_the_device(device, dtype):
+    """A table kept on the GPU (runtime/resident.py): a bundled batch's columns, in
+    launch order, equal the host's gather."""
+    from sbmlgpu.runtime.resident import ResidentTable
+
+    rng = np.random.default_rng(2)
+    table = rng.normal(size=(9, 200_003)).astype(dtype)
+    members = rng.permutation(table.shape[1])[:150_001]
+    with ResidentTable.upload([device], table) as resident:
+        assert resident.holds(device)
+        columns = resident.gather(device, members)
+        try:
+            got = device.from_device(columns.buffer, columns.shape, dtype)
+        finally:
+            columns.buffer.free()
+    assert np.array_equal(got, table[:, members])
+
+
 def test_launch_timing_and_attributes(device, cache_dir):
     kernel = _selftest(device).function("sbmlgpu_axpy")
     a = kernel.attributes

@@ -35,6 +35,7 @@ from ..ensemble_summary import BinGrid, EnsembleStats
 from ..profile import phase
 from ..runtime.layout import member_major
 from ..runtime.prefault import Prefault
+from ..runtime.resident import DeviceColumns
 from . import summary
 
 if TYPE_CHECKING:  # pragma: no cover - codegen imports sympy; a cached kernel runs without it
@@ -135,16 +136,11 @@ class GpuEngine:
         statistics, binned over this grid, instead (`--summary`). `reduce`: a
         per-member reduction run on the time courses where they lie instead
         (`reduce.launch(...)` -> {name: (b,) array}, e.g.
-        sbmlgpu.petab.reduction.ObjectiveReduction); out is then (b, times, 0)."""
-        kernel = self.kernel(device)
+        sbmlgpu.petab.reduction.ObjectiveReduction); out is then (b, times, 0).
+        `table`: the (varied, b) host array, or DeviceColumns already on `device`
+        (sbmlgpu.runtime.resident), which this call frees."""
         b = int(table.shape[1])
         real = self.real
-        touch = None
-        if histogram is None and reduce is None:
-            if destination is None:  # a new array (member_major would make the same)
-                destination = np.empty((b, len(times), n_outputs), real)
-            # its pages are faulted in on threads while the kernel runs (prefault.py)
-            touch = Prefault(destination)
         size = np.dtype(real).itemsize
         buffers = []
 
@@ -152,10 +148,25 @@ class GpuEngine:
             buffers.append(buffer)
             return buffer
 
+        on_device = isinstance(table, DeviceColumns)
+        if on_device:
+            keep(table.buffer)  # ours from here, whatever fails below
+        touch = None
         try:
+            if on_device and np.dtype(table.dtype) != np.dtype(real):
+                raise ValueError(f"a {np.dtype(table.dtype)} table for a {np.dtype(real)} kernel")
+            kernel = self.kernel(device)
+            if histogram is None and reduce is None:
+                if destination is None:  # a new array (member_major would make the same)
+                    destination = np.empty((b, len(times), n_outputs), real)
+                # its pages are faulted in on threads while the kernel runs (prefault.py)
+                touch = Prefault(destination)
             with phase(profiler, "allocate and upload", category="transfer", device=device):
-                table_buf = keep(device.to_device(np.ascontiguousarray(table, dtype=real))
-                                 if table.size else device.alloc(size))
+                if on_device:
+                    table_buf = table.buffer
+                else:
+                    table_buf = keep(device.to_device(np.ascontiguousarray(table, dtype=real))
+                                     if table.size else device.alloc(size))
                 times_buf = keep(device.to_device(np.asarray(  # + fixed parameters
                     self.source.launch_times(times), dtype=real)))
                 out_buf = keep(device.alloc(len(times) * n_outputs * b * size))

@@ -16,44 +16,25 @@ copies straight into the rows, as before: staging would only add a memcpy.
 
 from __future__ import annotations
 
-import threading
-import weakref
-
 import numpy as np
 
 from ..profile import phase
 from .base import Device
+from .core_kernels import core_kernel, precision_of
 from .transfer import download_staged
 
 TILE, ROWS = 32, 8  # transpose.cu: TILE, ROWS
 MAX_GRID_Y = 65535
 KERNEL = "sbmlgpu_member_major"
 
-_lock = threading.Lock()
-_kernels: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # device -> {precision: kernel}
-
 
 def _precision(dtype) -> str:
-    dtype = np.dtype(dtype)
-    if dtype == np.float64:
-        return "double"
-    if dtype == np.float32:
-        return "float"
-    raise ValueError(f"member_major: no kernel for {dtype} (float32 or float64)")
+    return precision_of(dtype, "member_major")
 
 
 def transpose_kernel(device, dtype):
     """The compiled transpose for `dtype` on `device` (compiled once per process)."""
-    precision = _precision(dtype)
-    with _lock:
-        compiled = _kernels.setdefault(device, {})
-        if precision not in compiled:
-            from ..codegen.templates import CORE_PACKAGE, render  # jinja2: GPU runs only
-
-            text = render(CORE_PACKAGE, "transpose.cu", precision=precision)
-            module = device.compile(text, name=f"member_major_{precision}.cu")
-            compiled[precision] = module.function(KERNEL)
-        return compiled[precision]
+    return core_kernel(device, "transpose.cu", KERNEL, dtype, "member_major")
 
 
 def pins_host_memory(device) -> bool:

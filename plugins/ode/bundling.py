@@ -57,18 +57,23 @@ def plan(table: np.ndarray, pilot_members: np.ndarray, pilot_steps: np.ndarray,
     # only the columns that vary over the pilot are features: one the pilot sees at a
     # single value tells the fit nothing (least squares would share the intercept
     # with it), and an ensemble of runs x sets holds many such columns (a PEtab
-    # objective's fixed columns); the log and product below then skip them
+    # objective's fixed columns); the prediction below reads only these rows
     sample = table[:, pilot_members]
-    varying = np.flatnonzero(np.any(sample != sample[:, :1], axis=1)) if table.size else []
-    if len(varying) < table.shape[0]:
-        table = table[varying]
-    positive = bool(np.all(table > 0))
-    if not np.all(np.isfinite(table)):
-        table = np.where(np.isfinite(table), table, 1.0)
+    varying = np.flatnonzero(np.any(sample != sample[:, :1], axis=1)) if table.size \
+        else np.zeros(0, np.intp)
+    sample = sample[varying]
+    # log features when every value the pilot saw is positive (and finite); the fit
+    # takes a value that is not finite as 1
+    positive = bool(np.all(sample > 0))
     predictor = CostPredictor(log_features=positive)
-    predictor.fit(table[:, pilot_members].T, costs)
-    predicted = np.exp(predictor.predict_log_table(table))
-    predicted = np.where(np.isfinite(predicted), predicted, float(np.max(costs)))
+    predictor.fit(np.where(np.isfinite(sample), sample, 1.0).T, costs)
+    # a row at a time, no copy of the table; a member with a value the fit cannot
+    # take (not finite, or not positive for log features) is predicted the pilot's
+    # largest cost: it runs among the first, where a slow member costs least
+    log_predicted = predictor.predict_log_rows(table, varying)
+    with np.errstate(over="ignore", invalid="ignore"):
+        predicted = np.exp(log_predicted)
+    predicted[~(np.isfinite(log_predicted) & np.isfinite(predicted))] = float(np.max(costs))
     permutation = bundle(predicted, group)
     info = {
         "pilot_members": int(len(pilot_members)),

@@ -41,6 +41,7 @@ from sbmlgpu.ode.sinks import LAUNCH_ORDER
 from sbmlgpu.outputs import default_outputs
 from sbmlgpu.profile import phase
 from sbmlgpu.results import TimeCourseResult
+from sbmlgpu.runtime.resident import ResidentTable
 from sbmlgpu.schedule.ensemble import (BatchMemory, EnsembleJob, MemberBatch, MemberResults,
                                        Pilot, default_scheduler)
 from sbmlgpu.schedule.spill import Spill
@@ -186,7 +187,12 @@ class OdeProgram(Program):
             # courses are folded by the runner
             where = {"histogram": batch.summary.grid} if batch.summary is not None \
                 and on_device else {"reduce": reduce} if reduce is not None else {}
-            out: BatchOutput = engine.run(device, batch.take(table), times, len(outputs),
+            # a bundled batch's columns come from the table on the device where it
+            # has a copy (a random-access gather on the host costs more)
+            columns = resident[0].gather(device, batch.members) \
+                if resident and batch.members is not None else None
+            out: BatchOutput = engine.run(device, columns if columns is not None
+                                          else batch.take(table), times, len(outputs),
                                           launch, ids, first_member=first,
                                           profiler=profiler,
                                           destination=None if scatter else batch.rows,
@@ -204,10 +210,15 @@ class OdeProgram(Program):
             # a warp's slowest member, and the pilot and scatter cost ~4 % of CPU time
             reason = "not used on the CPU path (no warps to fill)"
         plans: list[bundling.BundlePlan] = []
+        resident: list[ResidentTable] = []  # the table on the GPUs, once bundled
 
         def order(pilot: MemberResults, members: np.ndarray):
             with phase(profiler, "bundling plan"):  # a fit on the pilot, a sort of all
                 plans.append(bundling.plan(table64, members, pilot.extras["steps"], WARP))
+            if on_device and table.size:
+                # before the batches are planned, so that their memory counts it
+                with phase(profiler, "upload the table", category="transfer"):
+                    resident.append(ResidentTable.upload(devices, table))
             return plans[-1].permutation
 
         itemsize = np.dtype(engine.dtype).itemsize
@@ -240,9 +251,13 @@ class OdeProgram(Program):
         # on a GPU, a second pass of few members runs on the host's cores (host_pass.py)
         host = host_pass.for_run(source, table, times, len(outputs), config, budget,
                                  on_device and reduce is None, scheduler, pilot)
-        outcome, second = passes.run_in_passes(
-            job, scheduler, profiler, budget, batch_runner(config), host, limits.bound_hint(o),
-            lambda steps: batch_runner(launch(steps)))
+        try:
+            outcome, second = passes.run_in_passes(
+                job, scheduler, profiler, budget, batch_runner(config), host,
+                limits.bound_hint(o), lambda steps: batch_runner(launch(steps)))
+        finally:
+            for table_copies in resident:
+                table_copies.free()
         if not outcome.root:  # an MPI rank other than the root: the root has the result
             return TimeCourseResult(times=times, ids=outputs, data=outcome.data,
                                     status=outcome.status,

@@ -1,0 +1,62 @@
+"""A table kept on the device and its columns gathered there (runtime/resident.py,
+codegen/templates/gather.cu): on fake devices, whose gather is numpy (tests/fakes.py);
+the CUDA kernel itself is compiled in test_codegen_templates and run in
+test_runtime_gpu."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sbmlgpu.runtime.resident import DeviceColumns, ResidentTable
+
+from .fakes import GATHER, FakeDevice
+
+
+def _table(rows=5, n=300, dtype=np.float64):
+    return np.random.default_rng(3).random((rows, n)).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_gathered_columns_are_the_members_columns_in_their_order(dtype):
+    device = FakeDevice()
+    table = _table(dtype=dtype)
+    members = np.random.default_rng(4).permutation(table.shape[1])[:77]
+    with ResidentTable.upload([device], table) as resident:
+        assert resident.holds(device)
+        columns = resident.gather(device, members)
+        assert isinstance(columns, DeviceColumns)
+        assert columns.shape == (5, 77) and columns.nbytes == 5 * 77 * np.dtype(dtype).itemsize
+        got = columns.buffer.view(dtype, columns.size).reshape(columns.shape)
+        assert np.array_equal(got, table[:, members])
+        columns.buffer.free()
+    assert [launch[0] for launch in device.launches] == [GATHER]
+
+
+def test_a_device_without_room_gets_no_copy_and_its_batches_gather_on_the_host():
+    table = _table()
+    roomy, tight = FakeDevice(0), FakeDevice(1, free=table.nbytes)  # 25 % of it: too little
+    resident = ResidentTable.upload([roomy, tight], table)
+    assert resident.holds(roomy) and not resident.holds(tight)
+    assert resident.gather(tight, np.arange(3)) is None
+    resident.free()
+    assert not resident.holds(roomy)
+
+
+def test_members_outside_the_table_are_refused():
+    device = FakeDevice()
+    with ResidentTable.upload([device], _table(n=10)) as resident:
+        with pytest.raises(ValueError, match="below 10"):
+            resident.gather(device, np.array([3, 10]))
+        with pytest.raises(ValueError, match="below 10"):
+            resident.gather(device, np.array([-1]))
+    assert device.launches == []
+
+
+def test_an_empty_batch_gathers_nothing():
+    device = FakeDevice()
+    with ResidentTable.upload([device], _table()) as resident:
+        columns = resident.gather(device, np.array([], dtype=np.int64))
+        assert columns.shape == (5, 0)
+        columns.buffer.free()
+    assert device.launches == []
