@@ -69,7 +69,7 @@ class Conditions:
             cells = np.concatenate([self._cell(c, column) for c in conditions])
             base = overrides.get(column, np.full(m, math.nan))
             overrides[column] = np.where(np.isnan(cells), base, cells)
-        return self.ev.parameters(overrides, m)
+        return self.ev.parameters(overrides, m, owned=True)  # tiled or np.where: new arrays
 
     def apply_to_state(self, conditions: list[str], x: np.ndarray, p: np.ndarray) -> None:
         """Set the conditions' overrides of states (species, and values with rate rules)

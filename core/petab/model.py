@@ -80,14 +80,28 @@ class ModelEvaluator:
     def _rhs(self):
         return self._function(self.ode.rhs, "rhs")
 
-    def parameters(self, overrides: dict[str, np.ndarray], m: int) -> MemberParameters:
-        """(n_p, m): the model's values with `overrides` {SBML id: m values} (NaN
-        entries keep the model's value)."""
+    def parameters(self, overrides: dict[str, np.ndarray], m: int, *,
+                   owned: bool = False) -> MemberParameters:
+        """(n_p, m): the model's values with `overrides` {SBML id: m values, or one}
+        (NaN entries keep the model's value). `owned`: the m-value arrays are the
+        caller's to give away (made for this call): rows without NaN are used as they
+        are instead of copied (a row is written in place later: MemberParameters.row)."""
         # copies: a row is written in place (MemberParameters.row), never the model's
         rows = [self.ode.p_values[j:j + 1].copy() for j in range(len(self.ode.p_values))]
         for sid, values in overrides.items():
             j = self.p_index[sid]
-            values = np.broadcast_to(np.asarray(values, dtype=float), (m,))
+            values = np.asarray(values, dtype=float)
+            if values.size == 1:
+                if not np.isnan(values.reshape(-1)[0]):
+                    rows[j] = values.reshape(1).copy()  # one value for every member
+                continue
+            if values.shape != (m,):
+                values = np.broadcast_to(values, (m,))  # a read-only view: copied below
+            # min propagates NaN: one pass and no mask when there is none (the usual
+            # case: a PEtab parameter's values, tiled over the runs)
+            if not np.isnan(values.min()):
+                rows[j] = values if owned and values.flags.writeable else np.array(values)
+                continue
             keep = np.isnan(values)
             if not keep.all():
                 rows[j] = np.where(keep, rows[j], values)

@@ -32,6 +32,8 @@ MAX_THREADS = 8
 #: a copy is split into pieces of at least this many bytes
 MIN_PIECE = 4 << 20
 
+THREAD_PREFIX = "sbmlgpu-host-memory"  # the pool's threads' names
+
 _lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
 
@@ -57,7 +59,7 @@ def pool() -> ThreadPoolExecutor:
     global _pool
     with _lock:
         if _pool is None:
-            _pool = ThreadPoolExecutor(threads(), thread_name_prefix="sbmlgpu-host-memory")
+            _pool = ThreadPoolExecutor(threads(), thread_name_prefix=THREAD_PREFIX)
         return _pool
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import OptionError
+from ..runtime.host_threads import over_pieces
 
 
 def pilot_indices(n_items: int, size: int, seed: int = 0) -> np.ndarray:
@@ -124,15 +125,21 @@ class CostPredictor:
             raise OptionError("features", f"{len(rows)} features; the fit used "
                               f"{self.coefficients.size}")
         out = np.full(x.shape[1], self.intercept)
-        scratch = np.empty(x.shape[1])
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            for coefficient, row in zip(self.coefficients, rows):
-                if self.log_features:
-                    np.log(x[row], out=scratch)  # -inf or nan where log cannot take it
-                else:
-                    scratch[...] = x[row]
-                scratch *= coefficient  # a non-finite value stays so, even times 0
-                out += scratch
+        coefficients = self.coefficients
+
+        def piece(start: int, stop: int) -> None:  # items start..stop-1, on a thread
+            scratch = np.empty(stop - start)
+            mine = out[start:stop]
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                for coefficient, row in zip(coefficients, rows):
+                    if self.log_features:
+                        np.log(x[row, start:stop], out=scratch)  # -inf/nan: cannot take it
+                    else:
+                        scratch[...] = x[row, start:stop]
+                    scratch *= coefficient  # a non-finite value stays so, even times 0
+                    mine += scratch
+
+        over_pieces(piece, x.shape[1])
         return out
 
     def predict(self, features) -> np.ndarray:

@@ -41,6 +41,7 @@ from sbmlgpu.ode.sinks import LAUNCH_ORDER
 from sbmlgpu.outputs import default_outputs
 from sbmlgpu.profile import phase
 from sbmlgpu.results import TimeCourseResult
+from sbmlgpu.runtime.host_threads import over_pieces
 from sbmlgpu.runtime.resident import ResidentTable
 from sbmlgpu.schedule.ensemble import (BatchMemory, EnsembleJob, MemberBatch, MemberResults,
                                        Pilot, default_scheduler)
@@ -430,10 +431,17 @@ def _table(params: dict, varied: tuple[str, ...], n: int) -> np.ndarray:
             view.flags.writeable = False  # the caller's values: read, never written
             return view
     table = np.empty((len(varied), n), dtype=np.float64)
-    for j, pid in enumerate(varied):
+    columns = []
+    for pid in varied:
         column = np.asarray(params[pid], dtype=float).reshape(-1)
         if column.size not in (1, n):
             raise OptionError("parameters", f"column {pid!r} has {column.size} values for "
                                             f"{n} members")
-        table[j] = column
+        columns.append(column)
+
+    def piece(start: int, stop: int) -> None:  # members start..stop-1, on a thread
+        for row, column in zip(table, columns):
+            row[start:stop] = column if column.size == 1 else column[start:stop]
+
+    over_pieces(piece, n)
     return table
