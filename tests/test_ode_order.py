@@ -119,3 +119,45 @@ def test_the_second_pass_writes_its_members_rows_on_a_fake_gpu(ensemble):
     assert 10 < result.metadata["second_pass_members"] < 630
     assert np.array_equal(result.status, unbundled.status)
     assert np.array_equal(result.data, unbundled.data)
+
+
+def test_a_repeated_run_bundles_by_the_last_runs_cost_model_without_a_pilot(ensemble):
+    """The second run of a program's kernel orders its members by a cost model fitted
+    on the first run's own steps: no pilot launch, the same results; a run whose
+    varied columns lack a feature of that model runs a pilot again."""
+    from sbmlgpu.plugins.ode.backend import OdeBackend
+    from sbmlgpu.plugins.ode.options import OdeOptions
+    from sbmlgpu.schedule import Scheduler
+    from sbmlgpu.tasks import TimeCourse
+
+    net, params, unbundled = ensemble
+    device = FakeDevice(compile=compile_for_host)
+    options = OdeOptions(method="dopri5", pilot_size=64).validate()
+    program = OdeBackend().compile(net, options, device)
+    scheduler = Scheduler(devices=[device], progress=False)
+
+    def run(parameters):
+        before = len(device.launches)
+        result = program.run(TimeCourse(times=TIMES, parameters=parameters, progress=False),
+                             scheduler)
+        sizes = [grid[0] * block[0] for name, grid, block, _ in device.launches[before:]
+                 if name not in (GATHER, "sbmlgpu_member_major")]
+        return result, sizes
+
+    first, first_sizes = run(params)
+    second, second_sizes = run(params)
+    assert first.metadata["bundling_info"]["fitted_on"] == "the pilot"
+    assert second.metadata["bundling_info"]["fitted_on"] == "the previous run"
+    assert _bundled(second)
+    # the pilot's 64 members were a launch of their own the first time only
+    assert len(second_sizes) == len(first_sizes) - 1
+    assert np.array_equal(second.status, unbundled.status)
+    assert np.array_equal(second.data, unbundled.data)
+
+    # gamma alone varies now: beta, a feature of the model, became a constant
+    only_gamma = {"beta": np.full(640, 1.0), "gamma": params["gamma"]}
+    third, _ = run(only_gamma)
+    assert _bundled(third)
+    assert third.metadata["bundling_info"]["fitted_on"] == "the pilot"
+    assert np.array_equal(third.status, run_cpu(net, "dopri5", times=TIMES,
+                                                parameters=only_gamma, bundling=False).status)

@@ -7,7 +7,8 @@ rest, the same way for every backend:
 1. pilot (optional): some members run first, on the first device (of MPI rank 0),
    with full time courses. From them the backend may choose a launch order (`order`:
    bundling by predicted cost), and a summary gets its histogram grid and shift
-   (`SummaryRules.grid`, the pilot mean). A pilot `in_ensemble` (members
+   (`SummaryRules.grid`, the pilot mean). A backend that knows the launch order
+   beforehand (`launch_order`: a cost model of an earlier run) needs no pilot for it. A pilot `in_ensemble` (members
    0..p-1) is part of the result and does not run again; otherwise its members
    run again in their batch.
 2. plan and map: the other members go through `Scheduler.map_batches` in launch
@@ -129,6 +130,9 @@ class EnsembleJob:
     quantiles: tuple[float, ...] = DEFAULT_QUANTILES
     pilot: Pilot | None = None  # a summary needs one (its grid)
     order: Callable[[MemberResults, np.ndarray], Permutation | None] | None = None
+    #: a launch order known before the run (e.g. from a cost model fitted on an earlier
+    #: run of the same kernel), used where no pilot gives one: the pilot is then spared
+    launch_order: Permutation | None = None
     spill: Spill = Spill()
     progress: bool = True
     desc: str = "members"
@@ -194,10 +198,19 @@ class _Run:
         if job.pilot is not None and job.pilot.in_ensemble and job.order is not None:
             raise ValueError("a pilot that is part of the ensemble fixes its members' "
                              "order: it cannot be combined with a launch order")
+        if job.launch_order is not None:
+            if job.order is not None or (job.pilot is not None and job.pilot.in_ensemble):
+                raise ValueError("a launch order given beforehand cannot be combined with "
+                                 "one from the pilot, or a pilot part of the ensemble")
+            if len(job.launch_order) != job.n_members:
+                raise ValueError(f"a launch order of {len(job.launch_order)} members for "
+                                 f"{job.n_members}")
 
     def go(self) -> EnsembleOutcome:
         job = self.job
         pilot, permutation, target = self._pilot()
+        if permutation is None:
+            permutation = job.launch_order
         offset = len(job.pilot.members) if job.pilot is not None and job.pilot.in_ensemble else 0
         order = permutation.order if permutation is not None else None
         time_courses = job.summary is None

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from sbmlgpu.schedule import CostPredictor, Permutation, bundle, lane_efficiency, pilot_indices
+from sbmlgpu.schedule.bundling import WARP
 
 MIN_RATIO = 10
 
@@ -49,40 +50,84 @@ def pilot(n: int, pilot_size: int, seed: int) -> np.ndarray:
     return pilot_indices(n, min(pilot_size, n), seed)
 
 
-def plan(table: np.ndarray, pilot_members: np.ndarray, pilot_steps: np.ndarray,
-         group: int = 32) -> BundlePlan:
-    """The bundling permutation from the pilot's measured steps. `table`: (varied, n)."""
+@dataclass
+class CostFit:
+    """log(steps) ~ the table's rows `rows` (those that vary over the members fitted
+    on), and the cost given to a member whose values the fit cannot take."""
+
+    predictor: CostPredictor
+    rows: np.ndarray
+    worst: float
+    info: dict
+
+    def named(self, varied: tuple[str, ...]) -> tuple[str, ...]:
+        """The fit's features as the ensemble's column names."""
+        return tuple(varied[int(r)] for r in self.rows)
+
+    def on(self, varied: tuple[str, ...], names: tuple[str, ...]) -> "CostFit | None":
+        """This fit (made where the features were `names`) for a table whose rows are
+        `varied`; None when one of them is no longer a row."""
+        where = {name: j for j, name in enumerate(varied)}
+        if any(name not in where for name in names):
+            return None
+        rows = np.array([where[name] for name in names], dtype=np.intp)
+        return CostFit(self.predictor, rows, self.worst, self.info)
+
+
+def fit(table: np.ndarray, members: np.ndarray, steps: np.ndarray, what: str) -> CostFit:
+    """The cost model from the steps measured on `members` (the pilot's, or a sample
+    of a finished run's). `table`: (varied, n); `what`: where the steps come from."""
     table = np.asarray(table, dtype=float)  # (varied, n): the table as it lies, no copy
-    costs = np.maximum(np.asarray(pilot_steps, dtype=float), 1.0)
-    # only the columns that vary over the pilot are features: one the pilot sees at a
-    # single value tells the fit nothing (least squares would share the intercept
-    # with it), and an ensemble of runs x sets holds many such columns (a PEtab
-    # objective's fixed columns); the prediction below reads only these rows
-    sample = table[:, pilot_members]
+    costs = np.maximum(np.asarray(steps, dtype=float), 1.0)
+    # only the columns that vary over the members are features: one seen at a single
+    # value tells the fit nothing (least squares would share the intercept with it),
+    # and an ensemble of runs x sets holds many such columns (a PEtab objective's
+    # fixed columns); the prediction reads only these rows
+    sample = table[:, members]
     varying = np.flatnonzero(np.any(sample != sample[:, :1], axis=1)) if table.size \
         else np.zeros(0, np.intp)
     sample = sample[varying]
-    # log features when every value the pilot saw is positive (and finite); the fit
-    # takes a value that is not finite as 1
+    # log features when every value seen is positive (and finite); the fit takes a
+    # value that is not finite as 1
     positive = bool(np.all(sample > 0))
     predictor = CostPredictor(log_features=positive)
     predictor.fit(np.where(np.isfinite(sample), sample, 1.0).T, costs)
-    # a row at a time, no copy of the table; a member with a value the fit cannot
-    # take (not finite, or not positive for log features) is predicted the pilot's
-    # largest cost: it runs among the first, where a slow member costs least
-    log_predicted = predictor.predict_log_rows(table, varying)
-    with np.errstate(over="ignore", invalid="ignore"):
-        predicted = np.exp(log_predicted)
-    predicted[~(np.isfinite(log_predicted) & np.isfinite(predicted))] = float(np.max(costs))
-    permutation = bundle(predicted, group)
     info = {
-        "pilot_members": int(len(pilot_members)),
-        "pilot_steps_mean": float(np.mean(pilot_steps)),
-        "pilot_steps_max": int(np.max(pilot_steps)),
+        "fitted_on": what,
+        "pilot_members": int(len(members)),
+        "pilot_steps_mean": float(np.mean(steps)),
+        "pilot_steps_max": int(np.max(steps)),
         "r_squared": float(predictor.r_squared),
         "log_features": positive,
+        "pilot_lane_efficiency_unbundled": lane_efficiency(costs, WARP),
+    }
+    return CostFit(predictor, varying, float(np.max(costs)), info)
+
+
+def order(table: np.ndarray, cost: CostFit, group: int = 32) -> BundlePlan:
+    """The bundling permutation of the table's members by the cost model's prediction."""
+    # a row at a time, no copy of the table; a member with a value the fit cannot
+    # take (not finite, or not positive for log features) is predicted the largest
+    # cost fitted on: it runs among the first, where a slow member costs least
+    log_predicted = cost.predictor.predict_log_rows(np.asarray(table, dtype=float), cost.rows)
+    with np.errstate(over="ignore", invalid="ignore"):
+        predicted = np.exp(log_predicted)
+    predicted[~(np.isfinite(log_predicted) & np.isfinite(predicted))] = cost.worst
+    permutation = bundle(predicted, group)
+    info = {
+        **cost.info,
         "predicted_lane_efficiency_unbundled": lane_efficiency(predicted, group),
         "predicted_lane_efficiency_bundled": lane_efficiency(predicted, group, permutation),
-        "pilot_lane_efficiency_unbundled": lane_efficiency(costs, group),
     }
     return BundlePlan(permutation, "bundled by predicted step count", info)
+
+
+def plan(table: np.ndarray, pilot_members: np.ndarray, pilot_steps: np.ndarray,
+         group: int = 32) -> BundlePlan:
+    """The bundling permutation from the pilot's measured steps. `table`: (varied, n)."""
+    return order(table, fit(table, pilot_members, pilot_steps, "the pilot"), group)
+
+
+def run_sample(n: int, size: int, seed: int) -> np.ndarray:
+    """Members of a finished run to fit the next run's cost model on."""
+    return pilot_indices(n, min(size, n), seed)

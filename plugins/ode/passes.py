@@ -394,7 +394,7 @@ def _second_pass(job: EnsembleJob, paused: np.ndarray, rerun: RunBatch,
 
     return job.replaced(n_members=len(paused), run_batch=run_batch,
                         memory=lambda time_courses, bundled: job.memory(True, True),
-                        summary=None, pilot=None, order=None,
+                        summary=None, pilot=None, order=None, launch_order=None,
                         desc=f"{job.desc} ({what})")
 
 
