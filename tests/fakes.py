@@ -20,6 +20,7 @@ import contextlib
 import dataclasses
 import io
 import threading
+import weakref
 from typing import Callable, Iterable
 
 import numpy as np
@@ -93,7 +94,8 @@ class FakeDevice(Device):
     `properties`.
     Records: `compiled` (the sources), `launches` (kernel name, grid, block, dynamic
     shared bytes; kept by the kernels of `compile`), `downloads` (the host arrays
-    download() filled), `activating_threads`."""
+    download() filled), `activating_threads`, `allocated` (the buffers still
+    referenced; those not freed: `live_buffers()`)."""
 
     def __init__(self, index: int = 0, *, properties: DeviceProperties = PROPERTIES,
                  name: str | None = None, free: int = 1 << 30, alloc_limit: int | None = None,
@@ -108,6 +110,9 @@ class FakeDevice(Device):
         self.launches: list[tuple] = []
         self.downloads: list[np.ndarray] = []
         self.activating_threads: set[int] = set()
+        # every buffer alloc() made that is still referenced (a real driver frees the
+        # others when they are collected, as base.Buffer says): live_buffers()
+        self.allocated: "weakref.WeakSet[HostBuffer]" = weakref.WeakSet()
 
     def __repr__(self) -> str:
         return f"FakeDevice({self.index}, {self.properties.name!r})"
@@ -140,7 +145,13 @@ class FakeDevice(Device):
         if self.alloc_limit is not None and nbytes > self.alloc_limit:
             raise OutOfDeviceMemory(f"{self!r}: {nbytes} bytes asked, at most "
                                     f"{self.alloc_limit} at once")
-        return HostBuffer(nbytes)
+        buffer = HostBuffer(nbytes)
+        self.allocated.add(buffer)
+        return buffer
+
+    def live_buffers(self) -> list[HostBuffer]:
+        """The buffers allocated here and not freed yet."""
+        return [buffer for buffer in self.allocated if buffer.data is not None]
 
     def to_device(self, array) -> HostBuffer:
         host = np.ascontiguousarray(array)

@@ -16,13 +16,15 @@ def eight_threads(monkeypatch):
 
 
 @pytest.mark.parametrize("n,min_items,count", [(0, 10, 0), (5, 10, 1), (25, 10, 2),
-                                               (1000, 10, 8), (1001, 1, 8)])
+                                               (81, 10, 8), (1000, 10, 8), (1001, 1, 8)])
 def test_pieces_cover_the_items_in_order(eight_threads, n, min_items, count):
     parts = host_threads.pieces(n, min_items)
     assert len(parts) == count
     covered = [i for a, b in parts for i in range(a, b)]
     assert covered == list(range(n))
-    assert all(b - a >= min(min_items, n) for a, b in parts)
+    sizes = [b - a for a, b in parts]
+    assert all(size >= min(min_items, n) for size in sizes)
+    assert not sizes or max(sizes) - min(sizes) <= 1
 
 
 def test_the_pieces_run_on_the_pool_and_return_in_order(eight_threads):

@@ -123,8 +123,8 @@ def test_the_second_pass_writes_its_members_rows_on_a_fake_gpu(ensemble):
 
 def test_a_repeated_run_bundles_by_the_last_runs_cost_model_without_a_pilot(ensemble):
     """The second run of a program's kernel orders its members by a cost model fitted
-    on the first run's own steps: no pilot launch, the same results; a run whose
-    varied columns lack a feature of that model runs a pilot again."""
+    on the first run's own steps: no pilot launch, the same results, no device buffer
+    left behind."""
     from sbmlgpu.plugins.ode.backend import OdeBackend
     from sbmlgpu.plugins.ode.options import OdeOptions
     from sbmlgpu.schedule import Scheduler
@@ -153,11 +153,35 @@ def test_a_repeated_run_bundles_by_the_last_runs_cost_model_without_a_pilot(ense
     assert len(second_sizes) == len(first_sizes) - 1
     assert np.array_equal(second.status, unbundled.status)
     assert np.array_equal(second.data, unbundled.data)
+    assert device.live_buffers() == []
 
-    # gamma alone varies now: beta, a feature of the model, became a constant
-    only_gamma = {"beta": np.full(640, 1.0), "gamma": params["gamma"]}
-    third, _ = run(only_gamma)
-    assert _bundled(third)
-    assert third.metadata["bundling_info"]["fitted_on"] == "the pilot"
-    assert np.array_equal(third.status, run_cpu(net, "dopri5", times=TIMES,
-                                                parameters=only_gamma, bundling=False).status)
+
+def test_a_cost_model_that_never_saw_a_column_vary_is_not_reused(ensemble):
+    """Both columns stay in the table (one kernel); the first run varies beta only, so
+    its cost model knows nothing of gamma; a run that varies gamma runs a pilot."""
+    from sbmlgpu.plugins.ode.backend import OdeBackend
+    from sbmlgpu.plugins.ode.options import OdeOptions
+    from sbmlgpu.schedule import Scheduler
+    from sbmlgpu.tasks import TimeCourse
+
+    net, params, _ = ensemble
+    device = FakeDevice(compile=compile_for_host)
+    options = OdeOptions(method="dopri5", pilot_size=64).validate()
+    program = OdeBackend().compile(net, options, device)
+    scheduler = Scheduler(devices=[device], progress=False)
+
+    def run(parameters):
+        return program.run(TimeCourse(times=TIMES, parameters=parameters, progress=False,
+                                      table_columns=("beta", "gamma")), scheduler)
+
+    beta_only = {"beta": params["beta"], "gamma": np.full(640, 0.2)}
+    gamma_only = {"beta": np.full(640, 1.0), "gamma": params["gamma"]}
+    assert run(beta_only).metadata["bundling_info"]["fitted_on"] == "the pilot"
+    again = run(beta_only)
+    assert again.metadata["bundling_info"]["fitted_on"] == "the previous run"
+    other = run(gamma_only)
+    assert _bundled(other)
+    assert other.metadata["bundling_info"]["fitted_on"] == "the pilot"
+    assert np.array_equal(other.data, run_cpu(net, "dopri5", times=TIMES,
+                                              parameters=gamma_only, bundling=False).data)
+    assert device.live_buffers() == []

@@ -60,3 +60,23 @@ def test_an_empty_batch_gathers_nothing():
         assert columns.shape == (5, 0)
         columns.buffer.free()
     assert device.launches == []
+
+
+def test_a_copy_that_finds_the_memory_taken_leaves_that_device_out():
+    """Another process may take the memory between the check and the copy: that
+    device's batches gather on the host; a failure of another kind frees every copy
+    made and is raised."""
+    table = _table()
+    roomy, taken = FakeDevice(0), FakeDevice(1, alloc_limit=table.nbytes - 1)
+    with ResidentTable.upload([roomy, taken], table) as resident:
+        assert resident.holds(roomy) and not resident.holds(taken)
+    assert roomy.live_buffers() == []
+
+    class Broken(FakeDevice):
+        def to_device(self, array):
+            raise RuntimeError("the copy failed")
+
+    first, broken = FakeDevice(0), Broken(1)
+    with pytest.raises(RuntimeError, match="the copy failed"):
+        ResidentTable.upload([first, broken], table)
+    assert first.live_buffers() == []

@@ -99,7 +99,7 @@ class ModelEvaluator:
                 values = np.broadcast_to(values, (m,))  # a read-only view: copied below
             # min propagates NaN: one pass and no mask when there is none (the usual
             # case: a PEtab parameter's values, tiled over the runs)
-            if not np.isnan(values.min()):
+            if values.size and not np.isnan(values.min()):
                 rows[j] = values if owned and values.flags.writeable else np.array(values)
                 continue
             keep = np.isnan(values)

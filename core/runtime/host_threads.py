@@ -28,14 +28,15 @@ MIN_ITEMS = 1 << 16
 
 
 def pieces(n: int, min_items: int = MIN_ITEMS) -> list[tuple[int, int]]:
-    """[(start, stop)] covering 0..n-1 in order: one per thread at most, none
-    smaller than `min_items` (one piece for fewer items; none for n = 0)."""
+    """[(start, stop)] covering 0..n-1 in order: one per thread at most, their sizes
+    within one of each other and none smaller than `min_items` (one piece for fewer
+    items; none for n = 0)."""
     n = int(n)
     if n <= 0:
         return []
     count = max(1, min(threads(), n // max(1, int(min_items))))
-    step = -(-n // count)
-    return [(start, min(n, start + step)) for start in range(0, n, step)]
+    bounds = [n * k // count for k in range(count + 1)]
+    return list(zip(bounds[:-1], bounds[1:]))
 
 
 def over_pieces(work: Callable[[int, int], T], n: int, min_items: int = MIN_ITEMS) -> list[T]:

@@ -14,7 +14,8 @@ and each batch's columns one pass of device memory.
     resident.free()
 
 A device gets no copy when the table would take more than `share` of its free memory
-(the batches need it more): its batches gather on the host as before.
+(the batches need it more), or when the copy finds the memory taken: its batches
+gather on the host as before.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .base import OutOfDeviceMemory
 from .core_kernels import core_kernel
 
 TEMPLATE, KERNEL = "gather.cu", "sbmlgpu_gather_columns"
@@ -69,10 +71,18 @@ class ResidentTable:
         if table.ndim != 2:
             raise ValueError(f"a resident table is (rows, members), not shape {table.shape}")
         copies = {}
-        if table.size:
-            for device in devices:
-                if table.nbytes <= share * device.free_memory():
+        try:
+            for device in devices if table.size else ():
+                if table.nbytes > share * device.free_memory():
+                    continue
+                try:
                     copies[device.index] = (device, device.to_device(table))
+                except OutOfDeviceMemory:
+                    continue  # taken meanwhile (another process): gather on the host
+        except BaseException:
+            for _, buffer in copies.values():
+                buffer.free()
+            raise
         return cls(table.shape[0], table.shape[1], table.dtype, copies)
 
     def holds(self, device) -> bool:

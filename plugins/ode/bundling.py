@@ -60,18 +60,16 @@ class CostFit:
     worst: float
     info: dict
 
-    def named(self, varied: tuple[str, ...]) -> tuple[str, ...]:
-        """The fit's features as the ensemble's column names."""
-        return tuple(varied[int(r)] for r in self.rows)
-
-    def on(self, varied: tuple[str, ...], names: tuple[str, ...]) -> "CostFit | None":
-        """This fit (made where the features were `names`) for a table whose rows are
-        `varied`; None when one of them is no longer a row."""
-        where = {name: j for j, name in enumerate(varied)}
-        if any(name not in where for name in names):
-            return None
-        rows = np.array([where[name] for name in names], dtype=np.intp)
-        return CostFit(self.predictor, rows, self.worst, self.info)
+    def covers(self, table: np.ndarray, members: np.ndarray) -> bool:
+        """Whether this fit (made on another run of the same kernel, whose table had
+        these rows) can order `table`: every row that varies over `members` is one of
+        its features, and log features see only positive values there."""
+        sample = np.asarray(table, dtype=float)[:, members]
+        varying = np.flatnonzero(np.any(sample != sample[:, :1], axis=1)) if sample.size \
+            else np.zeros(0, np.intp)
+        if not set(varying.tolist()) <= set(self.rows.tolist()):
+            return False
+        return not self.predictor.log_features or bool(np.all(sample[self.rows] > 0))
 
 
 def fit(table: np.ndarray, members: np.ndarray, steps: np.ndarray, what: str) -> CostFit:

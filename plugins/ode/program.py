@@ -86,10 +86,11 @@ class OdeProgram(Program):
         # kept from run to run of this program (core's compiled_program keeps it per
         # loaded model): the stiffness check's probes (lambdified model, reference)
         self._probes: dict = {}
-        #: per kernel and output times: the cost model fitted on the last bundled run's
-        #: own steps, and its features' names; the next run of that kernel bundles by
-        #: it without a pilot (a repeated PEtab objective: 1-3 % of each call)
-        self._cost_fits: dict[tuple, tuple[bundling.CostFit, tuple[str, ...]]] = {}
+        #: per kernel (its text fixes the table's rows) and output times: the cost
+        #: model fitted on the last bundled run's own steps; the next run of that
+        #: kernel bundles by it without a pilot (a repeated PEtab objective: 1-3 % of
+        #: each call), where it covers what varies there
+        self._cost_fits: dict[tuple, bundling.CostFit] = {}
         self._run_lock = threading.Lock()  # one run at a time of a shared program
         self.last_run: dict[str, Any] = {}
 
@@ -235,11 +236,12 @@ class OdeProgram(Program):
         distributed = getattr(scheduler, "size", 1) > 1
         reuse = reason is None and not task.summary and not distributed
         known = self._cost_fits.get(fit_key) if reuse else None
-        known = known[0].on(varied, known[1]) if known is not None else None
+        if known is not None and not known.covers(
+                table64, bundling.run_sample(n, o.pilot_size, task.seed)):
+            known = None  # a row it never saw vary, or a value log cannot take: a pilot
         if known is not None:
             with phase(profiler, "bundling plan"):
                 plans.append(bundling.order(table64, known, WARP))
-            keep_table_on_devices()
 
         itemsize = np.dtype(engine.dtype).itemsize
         cols = len(times) * len(outputs)
@@ -274,6 +276,8 @@ class OdeProgram(Program):
                                  on_device and reduce is None, scheduler,
                                  pilot or known is not None)
         try:
+            if known is not None:  # with a pilot, its order() uploads the table
+                keep_table_on_devices()
             outcome, second = passes.run_in_passes(
                 job, scheduler, profiler, budget, batch_runner(config), host,
                 limits.bound_hint(o), lambda steps: batch_runner(launch(steps)))
@@ -293,8 +297,8 @@ class OdeProgram(Program):
         if reuse and steps.size == n:
             with phase(profiler, "fit the next run's cost model"):
                 sample = bundling.run_sample(n, o.pilot_size, task.seed)
-                fitted = bundling.fit(table64, sample, steps[sample], "the previous run")
-                self._cost_fits[fit_key] = (fitted, fitted.named(varied))
+                self._cost_fits[fit_key] = bundling.fit(table64, sample, steps[sample],
+                                                        "the previous run")
         slowest = int(steps.argmax()) if steps.size else None
         extra: dict[str, Any] = {}
         if task.summary:
