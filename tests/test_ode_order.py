@@ -121,20 +121,27 @@ def test_the_second_pass_writes_its_members_rows_on_a_fake_gpu(ensemble):
     assert np.array_equal(result.data, unbundled.data)
 
 
+def _fake_gpu_program(net):
+    """(device, program, scheduler): the dopri5 program on a fake GPU that runs the
+    kernel's host build, with a pilot of 64."""
+    from sbmlgpu.plugins.ode.backend import OdeBackend
+    from sbmlgpu.plugins.ode.options import OdeOptions
+    from sbmlgpu.schedule import Scheduler
+
+    device = FakeDevice(compile=compile_for_host)
+    options = OdeOptions(method="dopri5", pilot_size=64).validate()
+    program = OdeBackend().compile(net, options, device)
+    return device, program, Scheduler(devices=[device], progress=False)
+
+
 def test_a_repeated_run_bundles_by_the_last_runs_cost_model_without_a_pilot(ensemble):
     """The second run of a program's kernel orders its members by a cost model fitted
     on the first run's own steps: no pilot launch, the same results, no device buffer
     left behind."""
-    from sbmlgpu.plugins.ode.backend import OdeBackend
-    from sbmlgpu.plugins.ode.options import OdeOptions
-    from sbmlgpu.schedule import Scheduler
     from sbmlgpu.tasks import TimeCourse
 
     net, params, unbundled = ensemble
-    device = FakeDevice(compile=compile_for_host)
-    options = OdeOptions(method="dopri5", pilot_size=64).validate()
-    program = OdeBackend().compile(net, options, device)
-    scheduler = Scheduler(devices=[device], progress=False)
+    device, program, scheduler = _fake_gpu_program(net)
 
     def run(parameters):
         before = len(device.launches)
@@ -159,16 +166,10 @@ def test_a_repeated_run_bundles_by_the_last_runs_cost_model_without_a_pilot(ense
 def test_a_cost_model_that_never_saw_a_column_vary_is_not_reused(ensemble):
     """Both columns stay in the table (one kernel); the first run varies beta only, so
     its cost model knows nothing of gamma; a run that varies gamma runs a pilot."""
-    from sbmlgpu.plugins.ode.backend import OdeBackend
-    from sbmlgpu.plugins.ode.options import OdeOptions
-    from sbmlgpu.schedule import Scheduler
     from sbmlgpu.tasks import TimeCourse
 
     net, params, _ = ensemble
-    device = FakeDevice(compile=compile_for_host)
-    options = OdeOptions(method="dopri5", pilot_size=64).validate()
-    program = OdeBackend().compile(net, options, device)
-    scheduler = Scheduler(devices=[device], progress=False)
+    device, program, scheduler = _fake_gpu_program(net)
 
     def run(parameters):
         return program.run(TimeCourse(times=TIMES, parameters=parameters, progress=False,
