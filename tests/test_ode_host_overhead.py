@@ -200,3 +200,40 @@ def test_steady_states_equal_the_scan_of_every_member_at_every_time(monkeypatch)
         assert np.array_equal(status2 == 0, found2)
         # the spoilt members were looked at again: found at an earlier time, or not
         assert not np.array_equal(x2[:, ::3], x[:, ::3], equal_nan=True)
+
+
+def test_the_plan_is_not_used_where_its_order_fills_the_pilots_warps_no_better():
+    """Bundling pays only where the steps follow the parameters: steps that do not
+    (noise) leave the members in their order, with the reason; a pilot too small to
+    tell bundles as before."""
+    n = 20_000
+    table = _table(6, n, 9)
+    pilot = bundling.pilot(n, 1000, 0)
+    noise = np.random.default_rng(1).lognormal(3, 1, pilot.size).astype(np.int64) + 1
+    plan = bundling.plan(table, pilot, noise)
+    assert plan.permutation is None
+    assert plan.reason.startswith("not used") and "lane efficiency" in plan.reason
+    assert plan.info["pilot_lane_efficiency_bundled"] < \
+        bundling.MIN_GAIN * plan.info["pilot_lane_efficiency_unbundled"]
+    follows = bundling.plan(table, pilot, _steps(table, pilot, 5))
+    assert follows.permutation is not None
+    assert follows.info["pilot_lane_efficiency_bundled"] >= \
+        bundling.MIN_GAIN * follows.info["pilot_lane_efficiency_unbundled"]
+    small = bundling.pilot(n, bundling.MIN_GAIN_MEMBERS // 2, 0)
+    assert bundling.plan(table, small, noise[:small.size]).permutation is not None
+
+
+@pytest.mark.skipif(not (PETAB / "Fujita_SciSignal2010").is_dir(),
+                    reason=f"no PEtab benchmark models in {PETAB}")
+def test_the_lane_efficiency_benchmark_writes_its_figures(tmp_path):
+    out = tmp_path / "lanes.json"
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "ode_lane_efficiency.py"),
+                           "Fujita_SciSignal2010", "--n", "300", "--out", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["members"] for r in rows] == [6 * 300]  # six runs of the 300 sets
+    row = rows[0]
+    assert 0 < row["unbundled"] <= row["by_true_steps"] <= 1
+    assert 0 < row["bundled"] <= row["by_true_steps"]
+    assert all(0 < p["paid_relative"] for p in row["two_passes"].values())

@@ -186,3 +186,30 @@ def test_a_cost_model_that_never_saw_a_column_vary_is_not_reused(ensemble):
     assert np.array_equal(other.data, run_cpu(net, "dopri5", times=TIMES,
                                               parameters=gamma_only, bundling=False).data)
     assert device.live_buffers() == []
+
+
+def test_a_cost_model_that_does_not_pay_leaves_the_members_in_order(ensemble, monkeypatch):
+    """Where the pilot's own warps fill no better in the model's order, the run is not
+    bundled (no gathers, the same results), and the next run of the kernel, knowing
+    that from the first run's steps, runs no pilot either."""
+    from sbmlgpu.plugins.ode import bundling
+    from sbmlgpu.tasks import TimeCourse
+
+    monkeypatch.setattr(bundling, "MIN_GAIN", 100.0)  # nothing pays
+    monkeypatch.setattr(bundling, "MIN_GAIN_MEMBERS", 0)
+    net, params, unbundled = ensemble
+    device, program, scheduler = _fake_gpu_program(net)
+    results, launches = [], []
+    for _ in range(2):
+        before = len(device.launches)
+        results.append(program.run(TimeCourse(times=TIMES, parameters=params,
+                                              progress=False), scheduler))
+        launches.append([launch[0] for launch in device.launches[before:]])
+    for result in results:
+        assert result.metadata["bundling"].startswith("not used: ordered by its cost model")
+        assert np.array_equal(result.data, unbundled.data)
+    assert results[1].metadata["bundling_info"]["fitted_on"] == "the previous run"
+    assert GATHER not in launches[0] + launches[1]
+    kernels = [[name for name in run if name.startswith("sbmlgpu_ode_")] for run in launches]
+    assert len(kernels[1]) == len(kernels[0]) - 1  # the pilot's launch, once
+    assert device.live_buffers() == []

@@ -11,7 +11,9 @@ sbmlgpu.schedule.bundle sorts all members by predicted steps, most expensive fir
 batches start on warp boundaries; results are put back in the original order.
 
 Not used when it cannot pay: rk4 (every member takes the same steps), no varied
-parameters, or ensembles smaller than MIN_RATIO x the pilot.
+parameters, ensembles smaller than MIN_RATIO x the pilot, or a cost model whose order
+does not fill the pilot's own warps MIN_GAIN x better (the steps do not follow the
+parameters closely enough).
 """
 
 from __future__ import annotations
@@ -24,6 +26,15 @@ from sbmlgpu.schedule import CostPredictor, Permutation, bundle, lane_efficiency
 from sbmlgpu.schedule.bundling import WARP
 
 MIN_RATIO = 10
+#: bundle only where the cost model's order raises the lane efficiency of the members
+#: it was fitted on by this factor: below it the plan, the sort and the gathers cost
+#: more than they save (measured, benchmarks/ode_lane_efficiency.py: Zhao's and
+#: Raia's objectives gain nothing or lose; Fujita's pilot 0.28 -> 0.41, Sneyd's
+#: 0.42 -> 0.54, and the whole ensembles alike)
+MIN_GAIN = 1.15
+#: members a fit needs for that test: fewer warps tell too little (a smaller pilot
+#: always bundles)
+MIN_GAIN_MEMBERS = 512
 
 
 @dataclass
@@ -89,7 +100,11 @@ def fit(table: np.ndarray, members: np.ndarray, steps: np.ndarray, what: str) ->
     # value that is not finite as 1
     positive = bool(np.all(sample > 0))
     predictor = CostPredictor(log_features=positive)
-    predictor.fit(np.where(np.isfinite(sample), sample, 1.0).T, costs)
+    features = np.where(np.isfinite(sample), sample, 1.0).T
+    predictor.fit(features, costs)
+    # what the model's order does for the members it was fitted on (in sample: a
+    # little better than it will do for the others)
+    fitted_order = bundle(predictor.predict(features), WARP)
     info = {
         "fitted_on": what,
         "pilot_members": int(len(members)),
@@ -98,8 +113,20 @@ def fit(table: np.ndarray, members: np.ndarray, steps: np.ndarray, what: str) ->
         "r_squared": float(predictor.r_squared),
         "log_features": positive,
         "pilot_lane_efficiency_unbundled": lane_efficiency(costs, WARP),
+        "pilot_lane_efficiency_bundled": lane_efficiency(costs, WARP, fitted_order),
     }
     return CostFit(predictor, varying, float(np.max(costs)), info)
+
+
+def not_worth_it(cost: CostFit) -> str | None:
+    """None where ordering by `cost` pays (MIN_GAIN), else why not."""
+    before = cost.info["pilot_lane_efficiency_unbundled"]
+    after = cost.info["pilot_lane_efficiency_bundled"]
+    if after >= MIN_GAIN * before or cost.info["pilot_members"] < MIN_GAIN_MEMBERS:
+        return None
+    return (f"not used: ordered by its cost model, the members it was fitted on "
+            f"({cost.info['fitted_on']}) fill warps no better (lane efficiency "
+            f"{before:.2f} -> {after:.2f}; bundling needs {MIN_GAIN:g}x)")
 
 
 def order(table: np.ndarray, cost: CostFit, group: int = 32) -> BundlePlan:
@@ -122,8 +149,13 @@ def order(table: np.ndarray, cost: CostFit, group: int = 32) -> BundlePlan:
 
 def plan(table: np.ndarray, pilot_members: np.ndarray, pilot_steps: np.ndarray,
          group: int = 32) -> BundlePlan:
-    """The bundling permutation from the pilot's measured steps. `table`: (varied, n)."""
-    return order(table, fit(table, pilot_members, pilot_steps, "the pilot"), group)
+    """The bundling permutation from the pilot's measured steps (none where it does not
+    pay: not_worth_it). `table`: (varied, n)."""
+    cost = fit(table, pilot_members, pilot_steps, "the pilot")
+    reason = not_worth_it(cost)
+    if reason is not None:
+        return BundlePlan(None, reason, dict(cost.info))
+    return order(table, cost, group)
 
 
 def run_sample(n: int, size: int, seed: int) -> np.ndarray:

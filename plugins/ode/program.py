@@ -227,7 +227,8 @@ class OdeProgram(Program):
         def order(pilot: MemberResults, members: np.ndarray):
             with phase(profiler, "bundling plan"):  # a fit on the pilot, a sort of all
                 plans.append(bundling.plan(table64, members, pilot.extras["steps"], WARP))
-            keep_table_on_devices()
+            if plans[-1].permutation is not None:
+                keep_table_on_devices()
             return plans[-1].permutation
 
         # a repeated run of this kernel (one process, one GPU rank) bundles by the cost
@@ -241,7 +242,9 @@ class OdeProgram(Program):
             known = None  # a row it never saw vary, or a value log cannot take: a pilot
         if known is not None:
             with phase(profiler, "bundling plan"):
-                plans.append(bundling.order(table64, known, WARP))
+                skip = bundling.not_worth_it(known)
+                plans.append(bundling.order(table64, known, WARP) if skip is None
+                             else bundling.BundlePlan(None, skip, dict(known.info)))
 
         itemsize = np.dtype(engine.dtype).itemsize
         cols = len(times) * len(outputs)
@@ -276,8 +279,8 @@ class OdeProgram(Program):
                                  on_device and reduce is None, scheduler,
                                  pilot or known is not None)
         try:
-            if known is not None:  # with a pilot, its order() uploads the table
-                keep_table_on_devices()
+            if plans and plans[0].permutation is not None and known is not None:
+                keep_table_on_devices()  # with a pilot, its order() uploads the table
             outcome, second = passes.run_in_passes(
                 job, scheduler, profiler, budget, batch_runner(config), host,
                 limits.bound_hint(o), lambda steps: batch_runner(launch(steps)))
