@@ -8,8 +8,9 @@ slowest member. Per ensemble of one objective call on --n sampled sets, from eac
 member's own step count (the kernel's `steps`), the lane efficiency (useful steps /
 paid steps, sbmlgpu.schedule.lane_efficiency) of three launch orders:
 - as the members come (runs x sets), i.e. without bundling;
-- bundled by a cost model fitted on a 1,000-member pilot, as the ode backend launches
-  them (plugins/ode/bundling.plan) - with the fit's R^2;
+- bundled by a cost model fitted on a 1,000-member pilot, as the ode backend orders
+  them (plugins/ode/bundling) - with the fit's R^2, the pilot's own lane efficiency
+  unbundled and bundled, and whether the backend bundles (bundling.MIN_GAIN);
 - sorted by the true steps: the bound of any order.
 and the paid steps of the backend's two passes (--pass-steps B: members past B run
 again from t0 in a second pass of their own) at several B, relative to one pass.
@@ -50,7 +51,9 @@ def ensemble_row(steps: np.ndarray, table: np.ndarray) -> dict:
 
     steps = np.maximum(steps.astype(float), 1.0)
     n = steps.size
-    plan = bundling.plan(table, bundling.pilot(n, 1000, 0), steps[bundling.pilot(n, 1000, 0)])
+    pilot = bundling.pilot(n, 1000, 0)
+    cost = bundling.fit(table, pilot, steps[pilot], "the pilot")
+    plan = bundling.order(table, cost)  # the model's order, whether or not the backend uses it
     order = plan.permutation.order
     one_pass = warp_cost(steps[order])
     passes = {}
@@ -65,6 +68,7 @@ def ensemble_row(steps: np.ndarray, table: np.ndarray) -> dict:
         "steps_p99": float(np.percentile(steps, 99)), "steps_max": float(steps.max()),
         "unbundled": lane_efficiency(steps), "bundled": lane_efficiency(steps, 32, plan.permutation),
         "by_true_steps": lane_efficiency(steps, 32, bundle(steps)),
+        "backend_bundles": bundling.not_worth_it(cost) is None,
         "fit_r_squared": plan.info["r_squared"],
         "pilot_unbundled": plan.info["pilot_lane_efficiency_unbundled"],
         "pilot_bundled": plan.info["pilot_lane_efficiency_bundled"], "two_passes": passes}
@@ -123,7 +127,8 @@ def main(argv=None) -> int:
                       f" -> {row['pilot_bundled']:.2f}), by true steps "
                       f"{row['by_true_steps']:.2f}; "
                       f"two passes at best {best[1]['paid_relative']:.2f} of one "
-                      f"(--pass-steps {best[0]})", flush=True)
+                      f"(--pass-steps {best[0]}); the backend "
+                      f"{'bundles' if row['backend_bundles'] else 'does not bundle'}", flush=True)
     finally:
         OdeProgram.run = run
     if args.out:
