@@ -45,7 +45,7 @@ def warp_cost(steps: np.ndarray, cap: float | None = None) -> float:
     return float(padded.reshape(groups, 32).max(axis=1).sum() * 32)
 
 
-def ensemble_row(steps: np.ndarray, table: np.ndarray) -> dict:
+def ensemble_row(steps: np.ndarray, table: np.ndarray, method: str) -> dict:
     from sbmlgpu.plugins.ode import bundling
     from sbmlgpu.schedule import bundle, lane_efficiency
 
@@ -68,7 +68,9 @@ def ensemble_row(steps: np.ndarray, table: np.ndarray) -> dict:
         "steps_p99": float(np.percentile(steps, 99)), "steps_max": float(steps.max()),
         "unbundled": lane_efficiency(steps), "bundled": lane_efficiency(steps, 32, plan.permutation),
         "by_true_steps": lane_efficiency(steps, 32, bundle(steps)),
-        "backend_bundles": bundling.not_worth_it(cost) is None,
+        # what the backend would do with this ensemble on a GPU (its default pilot)
+        "backend_bundles": bundling.should_bundle(True, method, n, table.shape[0], 1000)
+        is None and bundling.not_worth_it(cost) is None,
         "fit_r_squared": plan.info["r_squared"],
         "pilot_unbundled": plan.info["pilot_lane_efficiency_unbundled"],
         "pilot_bundled": plan.info["pilot_lane_efficiency_bundled"], "two_passes": passes}
@@ -90,19 +92,22 @@ def main(argv=None) -> int:
 
     from sbmlgpu.petab import objective
     from sbmlgpu.petab.values import sampled_sets
-    from sbmlgpu.plugins.ode.program import OdeProgram
+    from sbmlgpu.plugins.ode.program import OdeProgram, _is_constant, _table
 
     captured: list[tuple[np.ndarray, np.ndarray]] = []
     run = OdeProgram.run
 
     def recording(self, task, scheduler=None, profiler=None):
         result = run(self, task, scheduler, profiler)
+        # the table the backend fits on: its varied columns by its own rule (a column
+        # with NaN among other values varies), its own table builder
         n = int(task.ensemble_size)
-        columns = [np.broadcast_to(np.asarray(v, dtype=float).reshape(-1), (n,))
-                   for v in (task.parameters or {}).values()]
-        varied = [c for c in columns if c.size and np.ptp(c) > 0]
-        table = np.vstack(varied) if varied else np.zeros((0, n))
-        captured.append((np.array(self.last_steps), table))
+        params = dict(task.parameters or {})
+        keep = set(task.table_columns)
+        varied = tuple(k for k in params
+                       if not (n > 1 and k not in keep and _is_constant(params[k])))
+        captured.append((np.array(self.last_steps), _table(params, varied, n),
+                         self.last_run.get("method")))
         return result
 
     rows = []
@@ -113,10 +118,11 @@ def main(argv=None) -> int:
             prepared = objective(yaml, device="cpu", options={"rtol": 1e-6, "atol": 1e-12})
             captured.clear()
             prepared.evaluate(sampled_sets(prepared.problem, args.n, 0))
-            for k, (steps, table) in enumerate(captured):
+            for k, (steps, table, method) in enumerate(captured):
                 if steps.size < 32 * 10 or not table.size:
                     continue  # too few members to bundle, or nothing varies
-                row = {"problem": name, "ensemble": k, **ensemble_row(steps, table)}
+                row = {"problem": name, "ensemble": k, "method": method,
+                       **ensemble_row(steps, table, method)}
                 rows.append(row)
                 best = min(row["two_passes"].items(), key=lambda kv: kv[1]["paid_relative"])
                 print(f"{name} #{k}: {row['members']} members, steps mean "
