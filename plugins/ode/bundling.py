@@ -76,11 +76,16 @@ class CostFit:
         these rows) can order `table`: every row that varies over `members` is one of
         its features, and log features see only positive values there."""
         sample = np.asarray(table, dtype=float)[:, members]
-        varying = np.flatnonzero(np.any(sample != sample[:, :1], axis=1)) if sample.size \
-            else np.zeros(0, np.intp)
-        if not set(varying.tolist()) <= set(self.rows.tolist()):
+        if not set(_varying_rows(sample).tolist()) <= set(self.rows.tolist()):
             return False
         return not self.predictor.log_features or bool(np.all(sample[self.rows] > 0))
+
+
+def _varying_rows(sample: np.ndarray) -> np.ndarray:
+    """The rows of a (rows, members) sample that take more than one value."""
+    if not sample.size:
+        return np.zeros(0, np.intp)
+    return np.flatnonzero(np.any(sample != sample[:, :1], axis=1))
 
 
 def fit(table: np.ndarray, members: np.ndarray, steps: np.ndarray, what: str) -> CostFit:
@@ -93,8 +98,7 @@ def fit(table: np.ndarray, members: np.ndarray, steps: np.ndarray, what: str) ->
     # and an ensemble of runs x sets holds many such columns (a PEtab objective's
     # fixed columns); the prediction reads only these rows
     sample = table[:, members]
-    varying = np.flatnonzero(np.any(sample != sample[:, :1], axis=1)) if table.size \
-        else np.zeros(0, np.intp)
+    varying = _varying_rows(sample)
     sample = sample[varying]
     # log features when every value seen is positive (and finite); the fit takes a
     # value that is not finite as 1
