@@ -3,6 +3,7 @@
 
     python benchmarks/petab_objective_profile.py PROBLEM[,PROBLEM...] [--n 100000]
                                                  [--cpu] [--top 28]
+                                                 [--option NAME=VALUE ...]
 
 Per problem of ../shared/models/petab-benchmark: the objective prepared, a first and
 a second call on --n sampled sets (compiles, the kept method's program), then a third
@@ -38,7 +39,14 @@ def main(argv=None) -> int:
     parser.add_argument("--n", type=int, default=100_000, help="parameter sets")
     parser.add_argument("--cpu", action="store_true", help="the CPU path even with a GPU")
     parser.add_argument("--top", type=int, default=28, help="cProfile lines")
+    parser.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
+                        help="an ode backend option for every run (repeatable), e.g. "
+                             "lane_refill=false or bundling=false")
     args = parser.parse_args(argv)
+    try:
+        options = dict(_option(text) for text in args.option)
+    except ValueError as exc:
+        parser.error(str(exc))
     missing = [name for name in args.problems.split(",")
                if not (MODELS / "petab-benchmark" / name / f"{name}.yaml").is_file()]
     if missing or args.n < 1:
@@ -67,6 +75,8 @@ def main(argv=None) -> int:
             "members": int(outcome.result.status.shape[0]),
             "kernels_s": sum(r.ms for r in (profiler.records if profiler else [])) / 1e3,
             "method": outcome.result.metadata.get("method"),
+            "lanes": str(outcome.result.metadata.get("lanes", "")).split(":")[0],
+            "bundling": outcome.result.metadata.get("bundling"),
             "spans": {k: round(v, 4) for k, v in sorted(spans.items(), key=lambda kv: -kv[1])}})
         return outcome
 
@@ -74,7 +84,8 @@ def main(argv=None) -> int:
     try:
         for name in args.problems.split(","):
             yaml = MODELS / "petab-benchmark" / name / f"{name}.yaml"
-            prepared = objective(yaml, device=device, options={"rtol": 1e-6, "atol": 1e-12})
+            prepared = objective(yaml, device=device,
+                                 options={"rtol": 1e-6, "atol": 1e-12, **options})
             sets = sampled_sets(prepared.problem, args.n, 0)
             started = time.perf_counter()
             prepared.evaluate(sets)
@@ -98,6 +109,17 @@ def main(argv=None) -> int:
     finally:
         api.execute = execute
     return 0
+
+
+def _option(text: str) -> tuple[str, object]:
+    """NAME=VALUE: VALUE as JSON where it reads as JSON (true, 3, 1e-3), else the text."""
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise ValueError(f"--option {text!r}: write NAME=VALUE")
+    try:
+        return name.replace("-", "_"), json.loads(value)
+    except json.JSONDecodeError:
+        return name.replace("-", "_"), value
 
 
 if __name__ == "__main__":

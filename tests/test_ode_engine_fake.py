@@ -55,7 +55,9 @@ class SignatureCheckedKernel(FakeKernel):
                 assert type(arg) is C_TYPES[ctype], (self.name, ctype, type(arg))
         if self.name.startswith("sbmlgpu_ode_") and self.name not in (
                 "sbmlgpu_ode_moments", "sbmlgpu_ode_histogram"):
-            self.build.run_raw(args)
+            # the refill kernel: as many lanes as the launch has threads
+            lanes = grid[0] * block[0] if self.name.endswith("_refill") else 0
+            self.build.run_raw(args, lanes)
 
 
 class HostBuild:
@@ -77,17 +79,25 @@ class HostBuild:
             self.kernel = host_kernel(KernelSource("fake.cu", source, "", "", precision,
                                                    0.0, 0.0, 0.0, "none", history_reals=ring))
 
-    def run_raw(self, args):
+    def run_raw(self, args, lanes: int = 0):
+        """The host build with the launch's arguments; `lanes` > 0: the refill kernel's
+        (its queue last), run by the host's schedule of that many lanes."""
         def ptr(a):
             return None if not isinstance(a, HostBuffer) else a.data.ctypes.data_as(ctypes.c_void_p)
 
         n, table, times, n_times, out, status, steps, *rest = args
         rtol, atol, h0, max_step, dt, max_steps, seed, members, first, *rest = rest
         limits = [int(v) for v in rest if not isinstance(v, HostBuffer)]
-        history = [ptr(v) for v in rest if isinstance(v, HostBuffer)]  # delay(): the ring
-        self.kernel._run(int(n), ptr(table), ptr(times), int(n_times), ptr(out), ptr(status),
-                         ptr(steps), rtol, atol, h0, max_step, dt, int(max_steps), int(seed),
-                         ptr(members), int(first), *limits, *history)
+        # delay(): the ring; the refill kernel: its queue, last
+        buffers = [ptr(v) for v in rest if isinstance(v, HostBuffer)]
+        entry, queue = self.kernel._run, ()
+        if lanes:
+            assert self.kernel._refill is not None and buffers, "a refill launch without its queue"
+            assert rest[-1].view(np.uint64, 1)[0] == 0, "the queue must start at 0"
+            entry, queue = self.kernel._refill, (lanes,)
+        entry(int(n), ptr(table), ptr(times), int(n_times), ptr(out), ptr(status),
+              ptr(steps), rtol, atol, h0, max_step, dt, int(max_steps), int(seed),
+              ptr(members), int(first), *limits, *buffers, *queue)
 
 
 def compile_for_host(device, source):
@@ -116,8 +126,8 @@ def test_signature_parser_reads_the_generated_kernel(compiler):
 
 @pytest.mark.parametrize("method,precision", [("rk4", "double"), ("dopri5", "float"),
                                               ("rodas4", "double")])
-@pytest.mark.parametrize("summary", [False, True])
-def test_gpu_engine_path_with_a_fake_device(compiler, method, precision, summary):
+@pytest.mark.parametrize("summary,refill", [(False, True), (True, True), (False, False)])
+def test_gpu_engine_path_with_a_fake_device(compiler, method, precision, summary, refill):
     from sbmlgpu.tasks import TimeCourse
     from sbmlgpu.plugins.ode.backend import OdeBackend
     from sbmlgpu.plugins.ode.options import OdeOptions
@@ -131,7 +141,8 @@ def test_gpu_engine_path_with_a_fake_device(compiler, method, precision, summary
     params = {"beta": rng.uniform(0.1, 1.0, 700), "gamma": rng.uniform(0.05, 0.5, 700)}
     times = np.linspace(0, 160, 9)
     device = FakeDevice(compile=compile_for_host)
-    options = OdeOptions(method=method, precision=precision, pilot_size=64).validate()
+    options = OdeOptions(method=method, precision=precision, pilot_size=64,
+                         lane_refill=refill).validate()
     program = OdeBackend().compile(net, options, device)
     profiler = Profiler()
     scheduler = Scheduler(devices=[device], max_batch_items=256, progress=False,
@@ -140,8 +151,16 @@ def test_gpu_engine_path_with_a_fake_device(compiler, method, precision, summary
     result = program.run(request, scheduler, profiler)
     assert result.metadata["engine"] == "gpu"
     assert len(scheduler.last_batches) >= 3
-    launches = [r for r in profiler.records if r.kernel == f"sbmlgpu_ode_{method}"]
+    # rk4 without events runs its tight loop, one member per thread, asked or not
+    entry = f"sbmlgpu_ode_{method}" + ("_refill" if refill and method != "rk4" else "")
+    launches = [r for r in profiler.records if r.kernel == entry]
     assert launches and all(r.flops > 0 and r.bytes > 0 for r in launches)
+    assert len(launches) == sum(1 for r in profiler.records if r.kernel.startswith(
+        f"sbmlgpu_ode_{method}"))
+    assert result.metadata["lanes"].startswith("refill" if entry.endswith("_refill") else "one")
+    if entry.endswith("_refill"):  # as many threads as the (fake) GPU holds, at most
+        held = device.properties.sm_count * device.properties.max_threads_per_sm
+        assert all(r.grid[0] * r.block[0] <= max(held, r.block[0]) for r in launches)
     if summary:  # the summary kernels are not run by the fake: only their arguments
         assert any(r.kernel == "sbmlgpu_ode_histogram" for r in profiler.records)
         return

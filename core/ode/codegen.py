@@ -506,6 +506,7 @@ def generate(model: KernelModel, method: str, precision: str = "double", *,
     rhs_flops = count_block(eliminate_common(list(model.rhs))).flops() if nx else 0.0
     out_flops = count_block(eliminate_common(list(model.output_exprs))).flops() if nout else 0.0
     plan = context.plan
+    refill = f"{sink.entry}_{method}_refill"  # where the template generates it
     step = _step_flops(method, max(nx, 1), rhs_flops, model, context.jacobian, plan)
     return KernelSource(
         name=f"{prefix}_{safe}_{method}_{precision}_{digest}.cu", text=text,
@@ -515,7 +516,9 @@ def generate(model: KernelModel, method: str, precision: str = "double", *,
         linear_algebra=("none" if method != "rodas4" else
                         f"sparse LU ({plan.nnz} entries)" if plan else "dense LU"),
         fixed_values=context.fixed_values,
-        history_reals=history_reals(context.values["history_nodes"], nx))
+        history_reals=history_reals(context.values["history_nodes"], nx),
+        refill_kernel=refill if f"\n{refill}(" in text
+        else "")
 
 
 def _step_flops(method: str, nx: int, rhs: float, model: KernelModel, jac_mode: str,

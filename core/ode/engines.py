@@ -19,6 +19,10 @@ the limits (templates/limits.cuh: a kernel that sets `limits`, as the ode backen
 kernels/ode.cu does), and for a model with delay() the launch's history ring
 (templates/delay.cuh: `source.history_buffer_reals(b)` reals for b members,
 allocated with the other buffers and never read back).
+Where the source has a refill entry point (`source.refill_kernel`, templates/entry.cuh)
+and the engine is asked to (`refill`), the GPU engine launches it instead: as many
+threads as the GPU holds at once (`resident_grid`), each taking the next member from
+a queue (an 8-byte counter zeroed before the launch) when its own ends.
 HostEngine is given the loaded host library by the backend (its host build and
 ctypes signature live with the backend's CPU path).
 """
@@ -91,29 +95,45 @@ def bytes_per_member(n_params: int, n_times: int, n_outputs: int, itemsize: int,
             + STATUS_BYTES + STEPS_BYTES + (MEMBER_ID_BYTES if bundled else 0))
 
 
+def resident_grid(b: int, block: int, properties) -> int:
+    """Blocks of a refill launch of `b` members: those the GPU can hold at once by its
+    threads per SM (fewer where the members need fewer). Registers may hold fewer;
+    the blocks past them start when the queue is empty and end at once."""
+    per_sm = max(int(properties.max_threads_per_sm) // int(block), 1)
+    return max(min(-(-int(b) // int(block)), per_sm * max(int(properties.sm_count), 1)), 1)
+
+
 class GpuEngine:
-    """Compiles the kernel once per device; runs batches there."""
+    """Compiles the kernel once per device; runs batches there. `refill`: launch the
+    source's refill entry point where it has one (lanes that take the next member)."""
 
     name = "gpu"
     #: with members and first_member m, a launch of members m..m+b-1 writes them in
     #: member order (sinks.TrajectorySink); LAUNCH_ORDER keeps launch order
     writes_member_order = True
 
-    def __init__(self, source: KernelSource, fast_math: bool):
+    def __init__(self, source: KernelSource, fast_math: bool, refill: bool = True):
         self.source = source
         self.dtype = np.float64 if source.precision == "double" else np.float32
         self.real = self.dtype
         self.options = ("--use_fast_math",) if fast_math else ()
+        #: the entry point launched: the refill kernel where there is one and asked for
+        self.entry = source.refill_kernel if refill and source.refill_kernel else source.kernel
         self._kernels: dict[int, object] = {}
         self._summary: dict[int, object] = {}
         self._lock = threading.Lock()
+
+    @property
+    def refills(self) -> bool:
+        """Whether launches take members from a queue (the refill kernel)."""
+        return self.entry != self.source.kernel
 
     def kernel(self, device):
         with self._lock:
             if device.index not in self._kernels:
                 module = device.compile(self.source.text, options=self.options,
                                         name=self.source.name)
-                self._kernels[device.index] = module.function(self.source.kernel)
+                self._kernels[device.index] = module.function(self.entry)
             return self._kernels[device.index]
 
     def summary_kernels(self, device):
@@ -177,15 +197,18 @@ class GpuEngine:
                 # delay(): the members' history nodes (written before they are read)
                 history = ([keep(device.alloc(self.source.history_buffer_reals(b) * size))]
                            if self.source.history_reals else [])
+                # the refill kernel's queue: the next launch index to take
+                queue = [keep(device.to_device(np.zeros(1, np.uint64)))] if self.refills else []
             block = config.block_size
-            grid = (b + block - 1) // block
+            grid = (resident_grid(b, block, device.properties) if self.refills
+                    else (b + block - 1) // block)
             args = [np.int64(b), table_buf, times_buf, np.int32(len(times)), out_buf,
                     status_buf, steps_buf, real(config.rtol), real(config.atol),
                     real(config.h0), real(config.max_step), real(config.dt),
                     np.int64(config.max_steps), np.uint64(config.seed & (2**64 - 1)),
                     members_arg, np.uint64(first_member),
                     np.int64(config.max_interval_steps), np.int64(config.time_limit_ns),
-                    *history]
+                    *history, *queue]
             start = profiler.clock() if profiler is not None else None
             timing = kernel.launch((grid,), (block,), args)
             status = device.from_device(status_buf, (b,), np.int8)

@@ -55,6 +55,11 @@ class HostKernel:
         f.argtypes = argtypes
         f.restype = ctypes.c_int
         self._run = f
+        # the refill kernel's schedule (lanes in turns on one thread), where generated
+        self._refill = getattr(self._lib, "sbmlgpu_ode_refill_host", None)
+        if self._refill is not None:
+            self._refill.argtypes = argtypes + [pointer, ctypes.c_longlong]
+            self._refill.restype = ctypes.c_int
         size = self._lib.sbmlgpu_ode_host_real_size()
         if size != np.dtype(self.dtype).itemsize:
             raise DeviceError(f"{source.name}: real_t has {size} bytes on the host build, "
@@ -62,12 +67,14 @@ class HostKernel:
 
     def run(self, table: np.ndarray, times: np.ndarray, n_outputs: int, config: dict,
             members: np.ndarray | None = None, first_member: int = 0,
-            history: np.ndarray | None = None):
+            history: np.ndarray | None = None, lanes: int = 0):
         """table: (varied, n) parameter columns. Returns (out (times, outputs, n),
         status (n,) int8, steps (n,) int32). `history`: a delay() kernel's ring for
         the n members (source.history_buffer_reals(n) reals of the real type, laid
         out as templates/delay.cuh says; default: a new one), which the caller may
-        read afterwards."""
+        read afterwards. `lanes` > 0: the GPU refill kernel's schedule instead, that
+        many lanes taking members from a queue a step per turn on one thread (the
+        results must be the same; for tests of the lanes without a GPU)."""
         table = np.ascontiguousarray(table, dtype=self.dtype)
         n = table.shape[1] if table.ndim == 2 and table.shape[0] else int(config["n"])
         times = np.ascontiguousarray(times, dtype=self.dtype)
@@ -90,14 +97,20 @@ class HostKernel:
                                   f"{np.dtype(self.dtype).name}, got {ring.size} "
                                   f"{ring.dtype.name}")
         ring_arg = (_ptr(ring),) if ring is not None else ()  # `ring` lives past the call
+        queue = ()
+        run = self._run
+        if lanes:
+            if self._refill is None:
+                raise DeviceError(f"{self.source.name} has no refill entry point")
+            run, queue = self._refill, (_ptr(next_member := np.zeros(1, np.uint64)), int(lanes))
         if n:
-            self._run(n, _ptr(table) if table.size else None, _ptr(launch_times), len(times),
-                      _ptr(out), _ptr(status), _ptr(steps), config["rtol"], config["atol"],
-                      config["h0"], config["max_step"], config["dt"], int(config["max_steps"]),
-                      int(config["seed"]) & (2**64 - 1),
-                      None if members is None else _ptr(members), int(first_member),
-                      int(config.get("max_interval_steps", 0)),
-                      int(config.get("time_limit_ns", 0)), *ring_arg)
+            run(n, _ptr(table) if table.size else None, _ptr(launch_times), len(times),
+                _ptr(out), _ptr(status), _ptr(steps), config["rtol"], config["atol"],
+                config["h0"], config["max_step"], config["dt"], int(config["max_steps"]),
+                int(config["seed"]) & (2**64 - 1),
+                None if members is None else _ptr(members), int(first_member),
+                int(config.get("max_interval_steps", 0)),
+                int(config.get("time_limit_ns", 0)), *ring_arg, *queue)
         return out, status, steps
 
 

@@ -124,7 +124,7 @@ class OdeProgram(Program):
         if key not in self._engines:
             source = self._source(model, method)
             if self.device is not None:
-                engine = GpuEngine(source, self.options.fast_math)
+                engine = GpuEngine(source, self.options.fast_math, self.options.lane_refill)
             else:
                 from .cpu import cpu_engine
 
@@ -313,6 +313,8 @@ class OdeProgram(Program):
         self.last_run = {
             "method": method, "method_reason": why,
             "engine": engine.name, "kernel": source.name, "precision": o.precision,
+            "lanes": ("refill: threads take the next member when theirs ends"
+                      if getattr(engine, "refills", False) else "one member per thread"),
             "rtol": rtol, "atol": atol, "bundling": plan.reason or "bundled",
             "bundling_info": plan.info,
             "steps_mean": float(steps.sum(dtype=np.int64)) / steps.size if steps.size else 0.0,

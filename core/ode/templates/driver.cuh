@@ -58,7 +58,7 @@ SBMLGPU_HD bool ode_all_finite(const real_t* x)
     return ok;
 }
 
-{% if method == "rk4" and not watch and not history and not fast %}
+{% if tight_rk4 %}
 /* rk4 without atoms: the tight loop (as a hand-written kernel would be). NaN and inf
    propagate, so a non-finite state is checked once per output interval. */
 SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int n_times,
@@ -112,40 +112,45 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
     return status;
 }
 {% else %}
-SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int n_times,
-                         const ode_sink sink, const ode_config cfg, int* steps_taken,
-                         unsigned long long member)
-{
-{% if not events %}
-    (void)member;
-{% endif %}
-    ode_limit_state L;
+{#
+  The general driver in pieces, so that it runs either as one call per member
+  (ode_solve) or a step at a time on a lane that takes the next member when its own
+  ends (the ode_lane functions below, with `refill`): the member's state between
+  steps (`lane_state`: one list, declared as locals or as the lane's fields), its
+  start (`solve_begin`), one pass of the stepping loop (`solve_step`: `break` leaves
+  with a status other than OK, `continue` goes on with the next step) and its end.
+#}
+{% set lane_state = [
+    ("ode_limit_state", "L", true), ("ode_stepper", "S", true), ("real_t", "t", true),
+    ("real_t", "t_end", true), ("sbmlgpu_draws_t", "D", draws), ("int", "status", true),
+    ("long long", "steps", true), ("int", "k", true), ("ode_watch", "W", watch),
+    ("ode_events", "E", events), ("real_t", "t_due", delayed), ("real_t", "hmax", adaptive),
+    ("int", "grid_n", not adaptive), ("int", "grid_m", not adaptive),
+    ("real_t", "grid_h", not adaptive), ("real_t", "grid_start", not adaptive),
+    ("real_t", "grid_end", not adaptive)] %}
+{% set solve_begin %}
     ode_limits_start(&L, &cfg);
-    ode_stepper S;
-    real_t t = times[0];
-    const real_t t_end = times[n_times - 1];
+    t = times[0];
+    t_end = times[n_times - 1];
 {% if draws %}
-    sbmlgpu_draws_t D; /* distrib draws: the member's own stream (distrib.cuh) */
-    sbmlgpu_draws_init(&D, cfg.seed, member);
+    sbmlgpu_draws_init(&D, cfg.seed, member); /* distrib draws: the member's own stream (distrib.cuh) */
 {% endif %}
     model_x0(t, p, S.x ODE_DRAWS(&D));
-    int status = ode_all_finite(S.x) ? SBMLGPU_STATUS_OK : SBMLGPU_STATUS_NON_FINITE;
+    status = ode_all_finite(S.x) ? SBMLGPU_STATUS_OK : SBMLGPU_STATUS_NON_FINITE;
 {% if draws %}
     if (D.bad) status = SBMLGPU_STATUS_FAILED;  /* a draw with invalid arguments */
 {% endif %}
 {% if fast %}
     if (status == SBMLGPU_STATUS_OK) status = ode_relax(t, S.x, p, &cfg);  /* fast reactions */
 {% endif %}
-    long long steps = 0;
-    int k = 0;
+    steps = 0;
+    k = 0;
 {% if watch %}
-    ode_watch W;
 {{ UNROLL_ATOMS }}
     for (int a = 0; a < ODE_NATOMS; ++a) {
         W.forced[a] = ODE_NO_OVERRIDE; W.g_at[a] = ODE_R(0); W.crossed[a] = false;
     }
 {% if events %}
-    ode_events E;
     ode_events_init(&E, &cfg, member);
 {% if draws %}
     E.draws = &D;
@@ -157,7 +162,7 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
     if (status == SBMLGPU_STATUS_OK && !ode_all_finite(S.x)) status = SBMLGPU_STATUS_NON_FINITE;
 {% endif %}
 {% if delayed %}
-    real_t t_due = ode_next_due(&E);  /* the next delayed execution (INFINITY: none) */
+    t_due = ode_next_due(&E);  /* the next delayed execution (INFINITY: none) */
 {% endif %}
     ode_watch_signs(&W, t, S.x, p, W.s);
 {% endif %}
@@ -169,7 +174,7 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
 {% endif %}
     }
 {% if adaptive %}
-    real_t hmax = t_end - t;
+    hmax = t_end - t;
     if (cfg.max_step > ODE_R(0)) hmax = ODE_MIN(hmax, cfg.max_step);
 {% if natoms %}
     hmax = ODE_MIN(hmax, (t_end - t) / (real_t)(n_times - 1 > 50 ? n_times - 1 : 50));
@@ -178,10 +183,15 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
     hmax = ODE_MIN(hmax, ODE_R({{ shortest_lag | float }}));  /* stages look up known history */
 {% endif %}
 {% else %}
-    int grid_n = 0, grid_m = 0;
-    real_t grid_h = ODE_R(0), grid_start = t, grid_end = t;
+    grid_n = 0; grid_m = 0;
+    grid_h = ODE_R(0); grid_start = t; grid_end = t;
 {% endif %}
-    while (status == SBMLGPU_STATUS_OK && k < n_times) {
+{% endset %}
+{% set solve_end %}
+    for (; k < n_times; ++k) ode_sink_invalid(&sink, k);
+    *steps_taken = steps > 2147483647LL ? 2147483647 : (int)steps;
+{% endset %}
+{% set solve_step %}
         real_t t_new, h;
 {% if adaptive %}
         h = ODE_MIN(S.h, hmax);
@@ -403,9 +413,87 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
 {% endif %}
         }
 {% endif %}
+{% endset %}
+SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int n_times,
+                         const ode_sink sink, const ode_config cfg, int* steps_taken,
+                         unsigned long long member)
+{
+{% if not events and not draws %}
+    (void)member;
+{% endif %}
+{% for type, name, on in lane_state if on %}
+    {{ type }} {{ name }};
+{% endfor %}
+{{ solve_begin -}}
+    while (status == SBMLGPU_STATUS_OK && k < n_times) {
+{{ solve_step -}}
     }
-    for (; k < n_times; ++k) ode_sink_invalid(&sink, k);
-    *steps_taken = steps > 2147483647LL ? 2147483647 : (int)steps;
+{{ solve_end -}}
     return status;
+}
+{% endif %}
+{% if refill_lanes %}
+
+/* ---- a lane that takes one member after another --------------------------------------- */
+/* Everything a member's integration keeps from one step to the next, so that a thread
+   can step it one pass of the loop at a time and start the next member as soon as this
+   one ends (entry.cuh's refill kernel), instead of idling until its warp's slowest
+   member ends. The fields are ode_solve's locals (`lane_state`). */
+typedef struct {
+    long long i;                 /* launch index: where status and steps go */
+    unsigned long long member;   /* the member's number (event tie-breaks, draws) */
+    ode_sink sink;
+{% if history %}
+    ode_params_with_history P;   /* p, then the member's delay() history (delay.cuh) */
+{% else %}
+    real_t p[ODE_NP];
+{% endif %}
+{% for type, name, on in lane_state if on %}
+    {{ type }} {{ name }};
+{% endfor %}
+} ode_lane;
+
+{# ode_solve's names for the lane's fields, so that its pieces read them unchanged #}
+{% set lane_view %}
+    [[maybe_unused]] const real_t* p = M->{{ "P.p" if history else "p" }};
+    [[maybe_unused]] const ode_sink sink = M->sink;
+{% for type, name, on in lane_state if on %}
+    [[maybe_unused]] {{ type }}& {{ name }} = M->{{ name }};
+{% endfor %}
+{% endset %}
+SBMLGPU_HD bool ode_lane_running(const ode_lane* M, int n_times)
+{
+    return M->status == SBMLGPU_STATUS_OK && M->k < n_times;
+}
+
+/* the member's start (M->i, member, sink and p set: entry.cuh's ode_lane_load) */
+SBMLGPU_HD void ode_lane_begin(ode_lane* M, const real_t* __restrict__ times, int n_times,
+                               const ode_config cfg)
+{
+    [[maybe_unused]] const unsigned long long member = M->member;
+{{ lane_view -}}
+{{ solve_begin -}}
+}
+
+/* one pass of ode_solve's stepping loop (while ode_lane_running) */
+SBMLGPU_HD void ode_lane_step(ode_lane* M, const real_t* __restrict__ times, int n_times,
+                              const ode_config cfg)
+{
+{{ lane_view -}}
+    do {
+{{ solve_step -}}
+    } while (0);
+}
+
+/* the member's end: outputs it never reached, then its status and steps */
+SBMLGPU_HD void ode_lane_end(ode_lane* M, int n_times, signed char* __restrict__ status_out,
+                             int* __restrict__ steps_out)
+{
+{{ lane_view -}}
+    int taken = 0;
+    int* steps_taken = &taken;
+{{ solve_end -}}
+    status_out[M->i] = (signed char)status;
+    steps_out[M->i] = taken;
 }
 {% endif %}

@@ -19,11 +19,48 @@
   time_limit_ns; limits.cuh). A model with delay() (`history`) takes one more last:
   `history`, the launch's ring of history nodes in global memory (delay.cuh; the
   engine allocates KernelSource.history_buffer_reals(n) reals).
+  Where the backend's kernel sets `refill` (kernel.cuh's refill_lanes), two more:
+  `<sink.entry>_<method>_refill`, the same arguments then `next` (a zeroed launch
+  index counter): each thread a lane that takes the next launch index when its member
+  ends (driver.cuh's ode_lane); and `<sink.entry>_refill_host`, which runs that
+  schedule's lanes in turns on one host thread, for tests without a GPU.
 #}
-{% from "sbmlgpu.ode:entry_arguments.cuh" import kernel_arguments %}
+{% from "sbmlgpu.ode:entry_arguments.cuh" import kernel_arguments, kernel_argument_names %}
 {% set with_limits = limits is defined and limits %}
 {% set ring = ", history" if history else "" %}
+{% set make_config %}
+{% if with_limits %}
+    const ode_config cfg = ode_with_limits(
+        ode_make_config(rtol, atol, h0, max_step, dt, max_steps, seed),
+        max_interval_steps, time_limit_ns);
+{% else %}
+    const ode_config cfg = ode_make_config(rtol, atol, h0, max_step, dt, max_steps, seed);
+{% endif %}
+{% endset %}
 /* ---- entry points ---------------------------------------------------------------- */
+/* member i's parameters: its varied values from the column-major table, then the fixed
+   ones read at launch (after the output times) */
+SBMLGPU_HD void ode_load_parameters(real_t* p, long long i, long long n,
+                                    const real_t* __restrict__ table,
+                                    const real_t* __restrict__ times, int n_times)
+{
+{% if not np %}
+    (void)i; (void)n; (void)table;
+{% endif %}
+{% if not fixed %}
+    (void)times; (void)n_times;
+{% endif %}
+{% for j in range(np) %}
+    p[{{ j }}] = table[{{ j }}LL * n + i]; /* {{ varied[j] }} */
+{% endfor %}
+{% if not np %}
+    p[0] = ODE_R(0);
+{% endif %}
+{% for j, sid in fixed %}
+    p[{{ j }}] = times[n_times + {{ loop.index0 }}]; /* {{ sid }}: fixed, given at launch */
+{% endfor %}
+}
+
 SBMLGPU_HD void ode_member(long long i, long long n, const real_t* __restrict__ table,
                            const real_t* __restrict__ times, int n_times, const ode_sink sink,
                            signed char* __restrict__ status, int* __restrict__ steps,
@@ -37,19 +74,71 @@ SBMLGPU_HD void ode_member(long long i, long long n, const real_t* __restrict__ 
 {% else %}
     real_t p[ODE_NP];
 {% endif %}
-{% for j in range(np) %}
-    p[{{ j }}] = table[{{ j }}LL * n + i]; /* {{ varied[j] }} */
-{% endfor %}
-{% if not np %}
-    p[0] = ODE_R(0); (void)table; (void)n;
-{% endif %}
-{% for j, sid in fixed %}
-    p[{{ j }}] = times[n_times + {{ loop.index0 }}]; /* {{ sid }}: fixed, given at launch */
-{% endfor %}
+    ode_load_parameters(p, i, n, table, times, n_times);
     int taken = 0;
     status[i] = (signed char)ode_solve(p, times, n_times, sink, cfg, &taken, member);
     steps[i] = taken;
 }
+
+
+{% if refill_lanes %}
+/* ---- lanes that take the next member when theirs ends ------------------------------- */
+/* The next launch index to integrate (a queue shared by the launch's threads) */
+SBMLGPU_HD unsigned long long ode_take_member(unsigned long long* next)
+{
+#if defined(__CUDA_ARCH__)
+    return atomicAdd(next, 1ULL);
+#else
+    return __atomic_fetch_add(next, 1ULL, __ATOMIC_RELAXED);
+#endif
+}
+
+/* lane M takes the member at launch index i: its number and parameters (ode_member's) */
+SBMLGPU_HD void ode_lane_load(ode_lane* M, long long i, unsigned long long member, long long n,
+                              const real_t* __restrict__ table,
+                              const real_t* __restrict__ times, int n_times{% if history %},
+                              real_t* __restrict__ history{% endif %})
+{
+    M->i = i;
+    M->member = member;
+{% if history %}
+    ode_history_init(&M->P.history, times[0], history, i);
+    ode_load_parameters(M->P.p, i, n, table, times, n_times);
+{% else %}
+    ode_load_parameters(M->p, i, n, table, times, n_times);
+{% endif %}
+}
+
+/* One turn of a lane (`live`: it holds a member): without a member it takes the next
+   from the queue `next` and starts it; then one step of its member, and the member's
+   end where that step ends it. False once the queue is empty and the lane idle. The
+   same launch arguments as the kernel's, so that the sink is made as ode_member's. */
+SBMLGPU_HD bool ode_lane_turn(ode_lane* M, bool* live, unsigned long long* next,
+                              const ode_config cfg,
+                              {{ kernel_arguments(sink, with_limits, history) }})
+{
+{% if with_limits %}
+    (void)max_interval_steps; (void)time_limit_ns;
+{% endif %}
+    (void)rtol; (void)atol; (void)h0; (void)max_step; (void)dt; (void)max_steps; (void)seed;
+    if (!*live) {
+        const unsigned long long taken = ode_take_member(next);
+        if (taken >= (unsigned long long)n) return false;
+        const long long i = (long long)taken;
+        const unsigned long long member = members ? members[i] : first_member + (unsigned long long)i;
+        ode_lane_load(M, i, member, n, table, times, n_times{{ ring }});
+        M->sink = {{ sink.make }};
+        ode_lane_begin(M, times, n_times, cfg);
+        *live = true;
+    }
+    if (ode_lane_running(M, n_times)) ode_lane_step(M, times, n_times, cfg);
+    if (!ode_lane_running(M, n_times)) {
+        ode_lane_end(M, n_times, status, steps);
+        *live = false;
+    }
+    return true;
+}
+{% endif %}
 
 #ifdef __CUDACC__
 extern "C" __global__ void __launch_bounds__({{ block_size }})
@@ -57,19 +146,30 @@ extern "C" __global__ void __launch_bounds__({{ block_size }})
 {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
-{% if with_limits %}
-    const ode_config cfg = ode_with_limits(
-        ode_make_config(rtol, atol, h0, max_step, dt, max_steps, seed),
-        max_interval_steps, time_limit_ns);
-{% else %}
-    const ode_config cfg = ode_make_config(rtol, atol, h0, max_step, dt, max_steps, seed);
-{% endif %}
+{{ make_config -}}
     unsigned long long member = members ? members[i] : first_member + (unsigned long long)i;
 {% if sink.locals %}
     {{ sink.locals }}
 {% endif %}
     ode_member(i, n, table, times, n_times, {{ sink.make }}, status, steps, cfg, member{{ ring }});
 }
+{% if refill_lanes %}
+
+/* The same members with each thread a lane that takes the next launch index from the
+   queue `next` (zeroed before the launch) when its member ends, one step per turn, so
+   that a warp's lanes stay busy until the queue runs dry instead of idling until the
+   warp's slowest member ends. Launched with as many threads as the GPU holds at once
+   (more only wait and find the queue empty). */
+extern "C" __global__ void __launch_bounds__({{ block_size }})
+{{ sink.entry }}_{{ method }}_refill({{ kernel_arguments(sink, with_limits, history) }},
+                         unsigned long long* __restrict__ next)
+{
+{{ make_config -}}
+    ode_lane M;
+    bool live = false;
+    while (ode_lane_turn(&M, &live, next, cfg, {{ kernel_argument_names(sink, with_limits, history) }})) {}
+}
+{% endif %}
 #endif
 
 #ifdef SBMLGPU_HOST_ENTRY
@@ -84,13 +184,7 @@ extern "C" int {{ sink.entry }}_host(long long n, const real_t* table, const rea
                                 long long max_interval_steps, long long time_limit_ns{% endif %}{% if history %},
                                 real_t* history{% endif %})
 {
-{% if with_limits %}
-    const ode_config cfg = ode_with_limits(
-        ode_make_config(rtol, atol, h0, max_step, dt, max_steps, seed),
-        max_interval_steps, time_limit_ns);
-{% else %}
-    const ode_config cfg = ode_make_config(rtol, atol, h0, max_step, dt, max_steps, seed);
-{% endif %}
+{{ make_config -}}
 #ifdef _OPENMP
 // no threads for one chunk of members: the team's start-up and barrier cost more
 // than a small run (issue 13: 30 ms for one member on a busy machine)
@@ -105,6 +199,35 @@ extern "C" int {{ sink.entry }}_host(long long n, const real_t* table, const rea
     }
     return 0;
 }
+
+{% if refill_lanes %}
+
+/* The refill kernel's schedule on the host, for tests of the lanes without a GPU:
+   `lanes` lanes (the threads of a launch) take turns in one thread, round robin, each
+   turn one step of one lane's member, until the queue `next` (zeroed by the caller)
+   runs dry. Returns 0, or 1 where the lanes' memory could not be had. */
+#include <stdlib.h>
+extern "C" int {{ sink.entry }}_refill_host({{ kernel_arguments(sink, with_limits, history) }},
+                                   unsigned long long* next, long long lanes)
+{
+{{ make_config -}}
+    ode_lane* M = (ode_lane*)malloc((size_t)lanes * sizeof(ode_lane));
+    bool* live = (bool*)calloc((size_t)lanes, sizeof(bool));
+    bool* idle = (bool*)calloc((size_t)lanes, sizeof(bool));
+    if (!M || !live || !idle) { free(M); free(live); free(idle); return 1; }
+    for (long long left = lanes; left > 0;) {
+        for (long long l = 0; l < lanes; ++l) {
+            if (idle[l]) continue;
+            if (!ode_lane_turn(&M[l], &live[l], next, cfg, {{ kernel_argument_names(sink, with_limits, history) }})) {
+                idle[l] = true;
+                --left;
+            }
+        }
+    }
+    free(M); free(live); free(idle);
+    return 0;
+}
+{% endif %}
 
 extern "C" int {{ sink.entry }}_host_real_size(void) { return (int)sizeof(real_t); }
 extern "C" int {{ sink.entry }}_host_config_size(void) { return (int)sizeof(ode_config); }

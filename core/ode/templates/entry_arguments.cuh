@@ -6,7 +6,8 @@
   list, so that one launch serves both. With `limits` (the ode backend's kernel) two
   more follow: the steps per output interval and the member's wall time in ns
   (limits.cuh; 0: no limit). With `history` (a model with delay()) the launch's ring
-  of history nodes follows last (delay.cuh).
+  of history nodes follows last (delay.cuh). `kernel_argument_names`: the same list's
+  names, to pass them on.
 #}
 {% macro kernel_arguments(sink, limits=false, history=false) -%}
 long long n, const real_t* __restrict__ table,
@@ -23,4 +24,11 @@ long long n, const real_t* __restrict__ table,
 {%- if history %},
                          real_t* __restrict__ history
 {%- endif %}
+{%- endmacro %}
+{% macro kernel_argument_names(sink, limits=false, history=false) -%}
+n, table, times, n_times,
+{%- for param in sink.params.split(",") %} {{ param.replace("*", " ").split()[-1] }},{% endfor %}
+ status, steps, rtol, atol, h0, max_step, dt, max_steps, seed, members, first_member
+{%- if limits %}, max_interval_steps, time_limit_ns{% endif %}
+{%- if history %}, history{% endif %}
 {%- endmacro %}
