@@ -64,3 +64,44 @@ def generate(exprs: Sequence[sp.Basic], printer: CudaPrinter,
              where: str | None = None) -> tuple[list[str], list[str]]:
     """`eliminate(exprs).render(printer)` in one call."""
     return eliminate(exprs).render(printer, where=where)
+
+
+def needed_temporaries(block: CseBlock, wanted: Sequence[int]) -> list[int]:
+    """Indices of the temporaries that outputs `wanted` need, in evaluation order."""
+    temps = {sym: k for k, (sym, _) in enumerate(block.temporaries)}
+    need: set[int] = set()
+    stack = [block.outputs[i] for i in wanted]
+    while stack:
+        expr = stack.pop()
+        for s in sp.sympify(expr).free_symbols:
+            k = temps.get(s)
+            if k is not None and k not in need:
+                need.add(k)
+                stack.append(block.temporaries[k][1])
+    return sorted(need)
+
+
+def c_declaration(printer: CudaPrinter, name: str, expr: sp.Basic) -> str:
+    """`const real_t cse_0 = ...;` (bool for a truth value; real_t is the kernel's
+    precision, common.cuh)."""
+    ctype = "bool" if is_boolean(expr) else "real_t"
+    return f"const {ctype} {name} = {printer.doprint(expr)};"
+
+
+def render_block(block: CseBlock, printer: CudaPrinter, wanted: Sequence[int] | None = None,
+                 prefix: str = "", declare=c_declaration) -> tuple[list[str], list[str]]:
+    """(declarations, text of each wanted output) for a subset of `block`'s outputs
+    (all when None), only with the temporaries those need. `prefix` renames the
+    temporaries (several blocks in one scope); `declare(printer, name, expr)` writes
+    one declaration (C by default; the numpy twin passes its own)."""
+    wanted = list(range(len(block.outputs))) if wanted is None else list(wanted)
+    names = {sym: prefix + temp_name(k) for k, (sym, _) in enumerate(block.temporaries)}
+    local = type(printer)({**printer.symbols, **names}, printer.precision, printer.unmapped)
+    lines = [declare(local, names[block.temporaries[k][0]], block.temporaries[k][1])
+             for k in needed_temporaries(block, wanted)]
+    return lines, [local.print_value(block.outputs[i]) for i in wanted]
+
+
+def python_assignment(printer: CudaPrinter, name: str, expr: sp.Basic) -> str:
+    """`cse_0 = ...`: render_block's declaration for Python text (the numpy printers)."""
+    return f"{name} = {printer.doprint(expr)}"

@@ -19,9 +19,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import sympy as sp
 
-from sbmlgpu.codegen.cse import CseBlock, eliminate
-from sbmlgpu.codegen.names import temp_name
-from sbmlgpu.codegen.printer import CudaPrinter, is_boolean
+from sbmlgpu.codegen.cse import CseBlock, eliminate, render_block  # noqa: F401 (re-exported)
 from sbmlgpu.errors import UnsupportedModelError
 from sbmlgpu.ir import TIME
 from sbmlgpu.sbml.distrib import has_draw
@@ -149,39 +147,3 @@ def prepare(model: SsaModel, varied: Sequence[str], outputs: Sequence[str],
         output_block=eliminate(output_exprs), events=tuple(events),
         literals=tuple((pid, float(nominal[pid])) for pid, p in zip(model.p_ids, model.p)
                        if p in used))
-
-
-def needed_temporaries(block: CseBlock, wanted: Sequence[int]) -> list[int]:
-    """Indices of the temporaries that outputs `wanted` need, in evaluation order."""
-    temps = {sym: k for k, (sym, _) in enumerate(block.temporaries)}
-    need: set[int] = set()
-    stack = [block.outputs[i] for i in wanted]
-    while stack:
-        expr = stack.pop()
-        for s in sp.sympify(expr).free_symbols:
-            k = temps.get(s)
-            if k is not None and k not in need:
-                need.add(k)
-                stack.append(block.temporaries[k][1])
-    return sorted(need)
-
-
-def c_declaration(printer: CudaPrinter, name: str, expr: sp.Basic) -> str:
-    """`const real_t cse_0 = ...;` (bool for a truth value; real_t is the kernel's
-    precision, common.cuh)."""
-    ctype = "bool" if is_boolean(expr) else "real_t"
-    return f"const {ctype} {name} = {printer.doprint(expr)};"
-
-
-def render_block(block: CseBlock, printer: CudaPrinter, wanted: Sequence[int] | None = None,
-                 prefix: str = "", declare=c_declaration) -> tuple[list[str], list[str]]:
-    """(declarations, text of each wanted output) for a subset of `block`'s outputs
-    (all when None), only with the temporaries those need. `prefix` renames the
-    temporaries (several blocks in one scope); `declare(printer, name, expr)` writes
-    one declaration (C by default; the numpy twin passes its own)."""
-    wanted = list(range(len(block.outputs))) if wanted is None else list(wanted)
-    names = {sym: prefix + temp_name(k) for k, (sym, _) in enumerate(block.temporaries)}
-    local = type(printer)({**printer.symbols, **names}, printer.precision, printer.unmapped)
-    lines = [declare(local, names[block.temporaries[k][0]], block.temporaries[k][1])
-             for k in needed_temporaries(block, wanted)]
-    return lines, [local.print_value(block.outputs[i]) for i in wanted]

@@ -13,6 +13,7 @@ arrays: states X (states, members), varied parameters P (varied, members).
 
 from __future__ import annotations
 
+from sbmlgpu.codegen.cse import python_assignment
 from sbmlgpu.codegen.numpy_printer import NumpyPrinter, array_namespace, define
 from sbmlgpu.ir import TIME
 
@@ -24,10 +25,6 @@ def _printer(exprs: Expressions, time_name: str = "t") -> NumpyPrinter:
     symbols.update({p: f"P[{k}]" for k, p in enumerate(exprs.varied_symbols)})
     symbols[TIME] = time_name
     return NumpyPrinter(symbols)
-
-
-def _declare(printer: NumpyPrinter, name: str, expr) -> str:
-    return f"{name} = {printer.doprint(expr)}"
 
 
 class TwinFunctions:
@@ -52,7 +49,7 @@ class TwinFunctions:
             return f
 
         def block(cse, prefix: str) -> tuple[list[str], list[str]]:
-            return render_block(cse, printer, prefix=prefix, declare=_declare)
+            return render_block(cse, printer, prefix=prefix, declare=python_assignment)
 
         lines, values = block(exprs.propensity_block, "a_")
         self.propensities = function("propensities", "X, P, out",
