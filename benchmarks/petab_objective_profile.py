@@ -76,6 +76,11 @@ def main(argv=None) -> int:
             "kernels_s": sum(r.ms for r in (profiler.records if profiler else [])) / 1e3,
             "method": outcome.result.metadata.get("method"),
             "lanes": str(outcome.result.metadata.get("lanes", "")).split(":")[0],
+            "steps_mean": outcome.result.metadata.get("steps_mean"),
+            "steps_max": outcome.result.metadata.get("steps_max"),
+            "second_pass_members": outcome.result.metadata.get("second_pass_members"),
+            "grid": [list(r.grid) for r in (profiler.records if profiler else [])
+                     if r.kernel.startswith("sbmlgpu_ode_")][:1],
             "bundling": outcome.result.metadata.get("bundling"),
             "spans": {k: round(v, 4) for k, v in sorted(spans.items(), key=lambda kv: -kv[1])}})
         return outcome

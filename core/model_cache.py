@@ -6,6 +6,9 @@ else ~/.cache/sbmlgpu, as the nvcc and host build caches), keyed by everything t
 changes what a run computes:
 
 - the SBML file's bytes (sha256), the sbmlgpu version, the Python version;
+- the kernel templates installed (`*.cu`, `*.cuh` of sbmlgpu and its plugin
+  package: name, size, modification time), since an entry holds generated kernel
+  text: a template changed without a new version (an update from git) misses;
 - the backend as asked for (None: the task's default), its options as given, the
   device as asked for ("auto", "cpu", GPU indices);
 - the compilers: the host C++ compiler's and nvcc's resolved paths, sizes and
@@ -33,6 +36,7 @@ deleting the folder (`model_cache.clear()`).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -131,6 +135,26 @@ def _plugins() -> list:
                   for name, plugin in pm.list_name_plugin())
 
 
+@functools.lru_cache(maxsize=1)
+def _templates() -> str:
+    """A digest of the installed kernel templates' names, sizes and modification times
+    (once per process: ~2 ms)."""
+    import sbmlgpu
+    import sbmlgpu.plugins
+
+    stamps = []
+    for package in (sbmlgpu, sbmlgpu.plugins):
+        for root in package.__path__:
+            for folder, subfolders, files in os.walk(root):
+                subfolders[:] = sorted(d for d in subfolders if d != "__pycache__")
+                for name in sorted(files):
+                    if name.endswith((".cu", ".cuh")):
+                        info = os.stat(os.path.join(folder, name))
+                        stamps.append((os.path.relpath(os.path.join(folder, name), root),
+                                       info.st_size, info.st_mtime_ns))
+    return hashlib.sha256(json.dumps(stamps).encode("utf-8")).hexdigest()
+
+
 def key(path: Path, *, kind: str, backend: str | None, options, device) -> str:
     """The entry's key for a run of `path` (see the module's docstring)."""
     from . import __version__
@@ -140,7 +164,7 @@ def key(path: Path, *, kind: str, backend: str | None, options, device) -> str:
         "model": hashlib.sha256(path.read_bytes()).hexdigest(), "task": kind,
         "backend": backend, "options": _options(options),
         "device": device if isinstance(device, (str, int)) else list(device),
-        "compilers": compilers(), "plugins": _plugins(),
+        "compilers": compilers(), "plugins": _plugins(), "templates": _templates(),
     }
     text = json.dumps(payload, sort_keys=True, default=repr)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()

@@ -123,6 +123,27 @@ def test_the_key_follows_compiler_and_version(cache, monkeypatch):
     assert key() != first
 
 
+def test_the_key_follows_the_kernel_templates(cache):
+    """An entry holds generated kernel text: a template changed in place (an update
+    from git, same version) must miss."""
+    import sbmlgpu.ode
+
+    template = Path(sbmlgpu.ode.__path__[0]) / "templates" / "driver.cuh"
+    before = template.stat()
+
+    def key():
+        model_cache._templates.cache_clear()
+        return model_cache.key(MODEL, kind="time-course", backend=None, options=None,
+                               device="cpu")
+    first = key()
+    try:
+        os.utime(template, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))
+        assert key() != first
+    finally:
+        os.utime(template, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert key() == first
+
+
 def test_new_outputs_run_cold_and_join_the_entry(cache, monkeypatch):
     both = simulate(str(MODEL))
     one = simulate(str(MODEL), outputs=["prey"] if "prey" in both.ids else [both.ids[0]])

@@ -218,7 +218,7 @@ def test_gpu_threads_per_gpu_take_batches_on_threads_of_their_own(device, method
 @pytest.mark.parametrize("method", ["dopri5", "rodas4"])
 def test_gpu_refill_lanes_give_what_one_thread_per_member_gives(device, method, monkeypatch):
     """The refill kernel on few lanes (3 blocks: ~20 members each, interleaved by the
-    queue) against the one-member-per-thread kernel of the same source: the same
+    queue) against the one-member-per-thread kernel of the same model: the same
     status, steps and values, and every member's column in place (a bundled order)."""
     from sbmlgpu.ode import engines
     from sbmlgpu.ode.engines import GpuEngine, LaunchConfig
@@ -228,15 +228,14 @@ def test_gpu_refill_lanes_give_what_one_thread_per_member_gives(device, method, 
 
     net = load("seir_epidemic")
     params = seir_ensemble(8000, seed=11)
-    src = kernel_source(KernelModel(ode_system(net), ("beta", "gamma"), ("S", "I", "R")),
-                        method)
+    model = KernelModel(ode_system(net), ("beta", "gamma"), ("S", "I", "R"))
     table = np.array([params["beta"], params["gamma"]])
     times = np.linspace(0, 160, 9)
     config = LaunchConfig(rtol=1e-8, atol=1e-10, h0=0.0, max_step=0.0, dt=1e-2,
                           max_steps=100_000, seed=3, block_size=128, max_interval_steps=20_000)
     order = np.random.default_rng(1).permutation(table.shape[1]).astype(np.uint64)
-    plain = GpuEngine(src, False, refill=False)
-    refill = GpuEngine(src, False, refill=True)
+    plain = GpuEngine(kernel_source(model, method), False)
+    refill = GpuEngine(kernel_source(model, method, refill=True), False)
     assert refill.refills and not plain.refills
     a = plain.run(device, table[:, order], times, 3, config, members=order, first_member=0)
     monkeypatch.setattr(engines, "resident_grid", lambda b, block, properties: 3)

@@ -43,7 +43,7 @@ def compiler():
 def _kernel(net, method, varied=()):
     """The ode backend's kernel source and host build (fast reactions as it takes them)."""
     src = kernel_source(KernelModel(ode_system(with_fast_factor(net)), tuple(varied),
-                                    default_outputs(net)), method)
+                                    default_outputs(net)), method, refill=True)
     return src, host_kernel(src)
 
 
@@ -73,12 +73,19 @@ def test_lanes_give_each_member_what_one_thread_per_member_gives(method):
     values = dict(zip(ode.p_ids, ode.p_values))
     varied = {k: values[k] for k in ("beta", "gamma")}
     src, kernel = _kernel(net, method, varied)
-    assert src.refill_kernel == f"sbmlgpu_ode_{method}_refill"
+    assert src.refills and src.kernel == f"sbmlgpu_ode_{method}_refill"
     table = _spread(varied, 200, low=0.2, high=5.0)
     out, status, steps = _same_with_lanes(kernel, table, np.linspace(0, 160, 9), len(
         default_outputs(net)))
     assert (status == Status.ok).all()
     assert steps.max() > 1.5 * steps.min()  # members of unequal work interleave
+
+
+def test_a_refill_schedule_of_no_lanes_is_refused():
+    net = load("lotka_volterra")
+    _, kernel = _kernel(net, "dopri5")
+    with pytest.raises(ValueError, match="lanes"):
+        kernel.run(np.zeros((0, 0)), np.linspace(0, 1, 3), 2, dict(CONFIG, n=4), lanes=-2)
 
 
 def test_a_bundled_launch_order_writes_each_member_in_its_column():
@@ -120,7 +127,7 @@ def test_lanes_with_events_priorities_and_a_delayed_event(method):
     net = sbmlgpu.load(rate_rule_model({"x": (1.0, x_rate), "y": (0.0, cn(0))},
                                        {"k": 0.8, "th": 0.3}, events=events))
     src, kernel = _kernel(net, method, ("k", "th"))
-    assert src.refill_kernel
+    assert src.refills
     table = _spread({"k": 0.8, "th": 0.3}, 90, seed=6, low=0.5, high=1.8)
     out, status, _ = _same_with_lanes(kernel, table, np.linspace(0, 6, 13), 2)
     assert (status == Status.ok).all()
@@ -132,7 +139,7 @@ def test_lanes_with_delay_keep_each_members_history(method):
     rate = apply("minus", apply("times", ci("a"), delay(ci("x"), ci("tau"))))
     net = sbmlgpu.load(rate_rule_model({"x": (1.0, rate)}, {"a": 1.0, "tau": 0.8}))
     src, kernel = _kernel(net, method, ("a", "tau"))
-    assert src.refill_kernel and src.history_reals
+    assert src.refills and src.history_reals
     table = _spread({"a": 1.0, "tau": 0.8}, 70, seed=8)
     _same_with_lanes(kernel, table, np.linspace(0, 5, 11), 1)
 
@@ -154,11 +161,16 @@ class KeepsLocals(TrajectorySink):
 def test_no_refill_entry_where_members_take_equal_steps_or_the_sink_keeps_locals():
     net = load("lorenz")
     model = KernelModel(ode_system(net), ("rho",), ("x",))
-    src = kernel_source(model, "rk4")
-    assert src.refill_kernel == "" and "_refill" not in src.text  # rk4's tight loop
-    kept = generate(model, "dopri5", template=KERNEL, sink=KeepsLocals())
-    assert kept.refill_kernel == "" and "_refill" not in kept.text
-    assert kernel_source(model, "dopri5").refill_kernel == "sbmlgpu_ode_dopri5_refill"
+    src = kernel_source(model, "rk4", refill=True)
+    assert not src.refills and "_refill" not in src.text  # rk4's tight loop
+    assert src.kernel == "sbmlgpu_ode_rk4"
+    kept = generate(model, "dopri5", template=KERNEL, sink=KeepsLocals(), refill=True)
+    assert not kept.refills and "_refill" not in kept.text
+    plain = kernel_source(model, "dopri5")  # not asked: one entry point, one member a thread
+    assert not plain.refills and plain.kernel == "sbmlgpu_ode_dopri5"
+    assert "_refill" not in plain.text and "\nsbmlgpu_ode_dopri5(" in plain.text
+    refill = kernel_source(model, "dopri5", refill=True)  # asked: only the refill entry
+    assert refill.refills and "\nsbmlgpu_ode_dopri5(" not in refill.text
 
 
 @pytest.mark.skipif(not nvcc_available(), reason="nvcc not found")
@@ -166,7 +178,7 @@ def test_the_refill_entry_compiles_for_sm90_and_names_its_queue():
     net = load("seir_epidemic")
     src, _ = _kernel(net, "rodas4", ("beta",))
     assert re.search(r"sbmlgpu_ode_rodas4_refill\([^)]*unsigned long long\* __restrict__ next\)",
-                     src.text)
+                     src.text) and src.kernel == "sbmlgpu_ode_rodas4_refill"
     assert nvcc_compile(src.text, "sm_90", name=src.name)
 
 
@@ -196,6 +208,6 @@ def _suite_cases() -> list[str]:
 def test_lanes_on_suite_cases_with_events_delays_and_fast_reactions(case):
     net = sbmlgpu.load(str(SEMANTIC / case / f"{case}-sbml-l3v2.xml"))
     src, kernel = _kernel(net, "dopri5")
-    assert src.refill_kernel
+    assert src.refills
     _same_with_lanes(kernel, np.zeros((0, 0)), np.linspace(0, 5, 11),
                      len(default_outputs(net)), lanes=(3,), n=12)

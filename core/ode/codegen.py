@@ -414,12 +414,14 @@ def _fast_bodies(model: KernelModel, printer: CudaPrinter) -> dict:
 def kernel_context(model: KernelModel, method: str, precision: str = "double", *,
                    sink=None, block_size: int = 128, jacobian: str = "auto",
                    history_nodes: int = DEFAULT_HISTORY_NODES,
-                   fixed: str = "literals") -> KernelContext:
+                   fixed: str = "literals", refill: bool = False) -> KernelContext:
     """The context of core/ode/templates for `model` integrated with `method` ('rk4',
     'dopri5', 'rodas4'), writing through `sink` (sinks.py; default: trajectories).
     `fixed`: 'literals' (fixed parameters in the source), 'launch' (read at launch
     from the times argument: KernelSource.launch_times; the engine must pass them)
-    or 'auto' (wants_fixed_slots)."""
+    or 'auto' (wants_fixed_slots). `refill`: the CUDA entry point is the one whose
+    threads take the next member when theirs ends (templates/entry.cuh), where the
+    sink and method allow it (templates/kernel.cuh's refill_lanes)."""
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}")
     if fixed not in ("literals", "launch", "auto"):
@@ -480,7 +482,7 @@ def kernel_context(model: KernelModel, method: str, precision: str = "double", *
         sparse_lu=plan is not None, nnz=plan.nnz if plan else 0,
         diag_entries=[plan.index[(k, k)] for k in range(plan.n)] if plan else [],
         **_lu_values(plan),
-        fast=model.fast_rates is not None, **delay,
+        fast=model.fast_rates is not None, refill=refill, **delay,
     )
     return KernelContext(values, jac_mode, plan,
                          tuple(float(model.literals[s]) for s in slots))
@@ -490,15 +492,15 @@ def generate(model: KernelModel, method: str, precision: str = "double", *,
              template: tuple[str, str], sink=None, prefix: str = "ode",
              block_size: int = 128, jacobian: str = "auto",
              history_nodes: int = DEFAULT_HISTORY_NODES,
-             fixed: str = "literals") -> KernelSource:
+             fixed: str = "literals", refill: bool = False) -> KernelSource:
     """The kernel source of `template` ((package, file): a backend's kernel that
     composes core/ode/templates) for `model` integrated with `method`, writing
-    through `sink` (`fixed`: see kernel_context). The file name is
+    through `sink` (`fixed`, `refill`: see kernel_context). The file name is
     `<prefix>_<model id>_<method>_<precision>_<hash>.cu`."""
     sink = sink if sink is not None else TrajectorySink()
     context = kernel_context(model, method, precision, sink=sink, block_size=block_size,
                              jacobian=jacobian, history_nodes=history_nodes,
-                             fixed=fixed)
+                             fixed=fixed, refill=refill)
     text = render(*template, **context.values)
     digest = hashlib.sha256(text.encode()).hexdigest()[:12]
     safe = re.sub(r"[^A-Za-z0-9_]", "_", model.ode.network.id or "model")[:40]
@@ -506,19 +508,20 @@ def generate(model: KernelModel, method: str, precision: str = "double", *,
     rhs_flops = count_block(eliminate_common(list(model.rhs))).flops() if nx else 0.0
     out_flops = count_block(eliminate_common(list(model.output_exprs))).flops() if nout else 0.0
     plan = context.plan
-    refill = f"{sink.entry}_{method}_refill"  # where the template generates it
+    # the CUDA entry point: the refill kernel where the template generated it
+    refills = f"\n{sink.entry}_{method}_refill(" in text
     step = _step_flops(method, max(nx, 1), rhs_flops, model, context.jacobian, plan)
     return KernelSource(
         name=f"{prefix}_{safe}_{method}_{precision}_{digest}.cu", text=text,
-        kernel=f"{sink.entry}_{method}", method=method, precision=precision,
+        kernel=f"{sink.entry}_{method}" + ("_refill" if refills else ""), method=method,
+        precision=precision,
         flops_per_rhs=rhs_flops, flops_per_step=step, flops_per_output=out_flops,
         jacobian=context.jacobian,
         linear_algebra=("none" if method != "rodas4" else
                         f"sparse LU ({plan.nnz} entries)" if plan else "dense LU"),
         fixed_values=context.fixed_values,
         history_reals=history_reals(context.values["history_nodes"], nx),
-        refill_kernel=refill if f"\n{refill}(" in text
-        else "")
+        refills=refills)
 
 
 def _step_flops(method: str, nx: int, rhs: float, model: KernelModel, jac_mode: str,

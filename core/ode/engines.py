@@ -19,10 +19,10 @@ the limits (templates/limits.cuh: a kernel that sets `limits`, as the ode backen
 kernels/ode.cu does), and for a model with delay() the launch's history ring
 (templates/delay.cuh: `source.history_buffer_reals(b)` reals for b members,
 allocated with the other buffers and never read back).
-Where the source has a refill entry point (`source.refill_kernel`, templates/entry.cuh)
-and the engine is asked to (`refill`), the GPU engine launches it instead: as many
-threads as the GPU holds at once (`resident_grid`), each taking the next member from
-a queue (an 8-byte counter zeroed before the launch) when its own ends.
+Where the source's entry point refills (`source.refills`, templates/entry.cuh), the GPU
+engine launches as many threads as the GPU holds at once (`resident_grid`), each taking
+the next member from a queue (an 8-byte counter zeroed before the launch, passed last)
+when its own ends.
 HostEngine is given the loaded host library by the backend (its host build and
 ctypes signature live with the backend's CPU path).
 """
@@ -104,36 +104,30 @@ def resident_grid(b: int, block: int, properties) -> int:
 
 
 class GpuEngine:
-    """Compiles the kernel once per device; runs batches there. `refill`: launch the
-    source's refill entry point where it has one (lanes that take the next member)."""
+    """Compiles the kernel once per device; runs batches there."""
 
     name = "gpu"
     #: with members and first_member m, a launch of members m..m+b-1 writes them in
     #: member order (sinks.TrajectorySink); LAUNCH_ORDER keeps launch order
     writes_member_order = True
 
-    def __init__(self, source: KernelSource, fast_math: bool, refill: bool = True):
+    def __init__(self, source: KernelSource, fast_math: bool):
         self.source = source
         self.dtype = np.float64 if source.precision == "double" else np.float32
         self.real = self.dtype
         self.options = ("--use_fast_math",) if fast_math else ()
-        #: the entry point launched: the refill kernel where there is one and asked for
-        self.entry = source.refill_kernel if refill and source.refill_kernel else source.kernel
+        #: launches take members from a queue (the refill entry point)
+        self.refills = source.refills
         self._kernels: dict[int, object] = {}
         self._summary: dict[int, object] = {}
         self._lock = threading.Lock()
-
-    @property
-    def refills(self) -> bool:
-        """Whether launches take members from a queue (the refill kernel)."""
-        return self.entry != self.source.kernel
 
     def kernel(self, device):
         with self._lock:
             if device.index not in self._kernels:
                 module = device.compile(self.source.text, options=self.options,
                                         name=self.source.name)
-                self._kernels[device.index] = module.function(self.entry)
+                self._kernels[device.index] = module.function(self.source.kernel)
             return self._kernels[device.index]
 
     def summary_kernels(self, device):

@@ -35,9 +35,9 @@ class KernelSource:
     #: reals of one member's delay() history ring (delays.history_reals; 0: no
     #: delay()): the engine allocates a launch's members' worth and passes it last
     history_reals: int = 0
-    #: the CUDA entry point whose threads take the next member when theirs ends
-    #: (templates/entry.cuh; "": the source has none)
-    refill_kernel: str = ""
+    #: whether `kernel` is the refill entry point, whose threads take the next member
+    #: when theirs ends and which takes a zeroed queue counter last (templates/entry.cuh)
+    refills: bool = False
 
     def history_buffer_reals(self, n_members: int) -> int:
         """Reals of a launch's history buffer for `n_members` (whole blocks of

@@ -102,15 +102,19 @@ class HostKernel:
         if lanes:
             if self._refill is None:
                 raise DeviceError(f"{self.source.name} has no refill entry point")
+            if int(lanes) < 1:
+                raise ValueError(f"lanes must be at least 1, not {lanes}")
             run, queue = self._refill, (_ptr(next_member := np.zeros(1, np.uint64)), int(lanes))
         if n:
-            run(n, _ptr(table) if table.size else None, _ptr(launch_times), len(times),
-                _ptr(out), _ptr(status), _ptr(steps), config["rtol"], config["atol"],
-                config["h0"], config["max_step"], config["dt"], int(config["max_steps"]),
-                int(config["seed"]) & (2**64 - 1),
-                None if members is None else _ptr(members), int(first_member),
-                int(config.get("max_interval_steps", 0)),
-                int(config.get("time_limit_ns", 0)), *ring_arg, *queue)
+            failed = run(n, _ptr(table) if table.size else None, _ptr(launch_times), len(times),
+                         _ptr(out), _ptr(status), _ptr(steps), config["rtol"], config["atol"],
+                         config["h0"], config["max_step"], config["dt"],
+                         int(config["max_steps"]), int(config["seed"]) & (2**64 - 1),
+                         None if members is None else _ptr(members), int(first_member),
+                         int(config.get("max_interval_steps", 0)),
+                         int(config.get("time_limit_ns", 0)), *ring_arg, *queue)
+            if failed:  # only the lanes' schedule can fail: its memory
+                raise DeviceError(f"{self.source.name}: the lanes' memory could not be had")
         return out, status, steps
 
 

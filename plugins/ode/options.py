@@ -87,8 +87,9 @@ class OdeOptions(BackendOptions):
                                      "another, taking the next from a queue as soon as "
                                      "its own ends, a step per turn, so that a warp's "
                                      "lanes do not idle until its slowest member ends; "
-                                     "off: one member per thread (rk4 without events "
-                                     "always, its members take equal steps)")
+                                     "off: one member per thread (rk4 without events, "
+                                     "piecewise switches, delay() or fast reactions "
+                                     "always: its members take equal steps)")
     pilot_size: int = option(1000, "members of the bundling pilot run", minimum=32)
     block_size: int = option(128, "threads per block", minimum=32, maximum=1024)
     threads_per_gpu: int = option(2, "host threads that take batches for each GPU: while "

@@ -64,12 +64,15 @@ KERNEL = ("sbmlgpu.plugins.ode", "ode.cu")
 
 def kernel_source(model: KernelModel, method: str, precision: str = "double", *,
                   block_size: int = 128, jacobian: str = "auto",
-                  history_nodes: int = DEFAULT_HISTORY_NODES) -> KernelSource:
-    """The source of this backend's kernel for `model` integrated with `method`."""
+                  history_nodes: int = DEFAULT_HISTORY_NODES,
+                  refill: bool = False) -> KernelSource:
+    """The source of this backend's kernel for `model` integrated with `method`
+    (`refill`: its CUDA entry point's lanes take the next member, --lane-refill)."""
     from sbmlgpu.ode.codegen import generate
 
     return generate(model, method, precision, template=KERNEL, block_size=block_size,
-                    jacobian=jacobian, history_nodes=history_nodes, fixed="auto")
+                    jacobian=jacobian, history_nodes=history_nodes, fixed="auto",
+                    refill=refill)
 
 
 class OdeProgram(Program):
@@ -115,7 +118,8 @@ class OdeProgram(Program):
     def _source(self, model: KernelModel, method: str) -> KernelSource:
         o = self.options
         source = kernel_source(model, method, o.precision, block_size=o.block_size,
-                               jacobian=o.jacobian, history_nodes=o.history_nodes)
+                               jacobian=o.jacobian, history_nodes=o.history_nodes,
+                               refill=o.lane_refill and self.device is not None)
         self._sources[source.name] = source.text
         return source
 
@@ -124,7 +128,7 @@ class OdeProgram(Program):
         if key not in self._engines:
             source = self._source(model, method)
             if self.device is not None:
-                engine = GpuEngine(source, self.options.fast_math, self.options.lane_refill)
+                engine = GpuEngine(source, self.options.fast_math)
             else:
                 from .cpu import cpu_engine
 

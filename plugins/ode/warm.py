@@ -86,7 +86,7 @@ class WarmOdeProgram(OdeProgram):
         if self.device is not None:
             if record["engine"] != "gpu":
                 raise Miss("the cached kernel ran on the CPU path")
-            return GpuEngine(source, self.options.fast_math, self.options.lane_refill)
+            return GpuEngine(source, self.options.fast_math)
         if record["engine"] != "native":
             raise Miss("the cached kernel ran on a GPU")
         from .native import HostKernel, host_kernel

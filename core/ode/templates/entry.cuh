@@ -19,10 +19,11 @@
   time_limit_ns; limits.cuh). A model with delay() (`history`) takes one more last:
   `history`, the launch's ring of history nodes in global memory (delay.cuh; the
   engine allocates KernelSource.history_buffer_reals(n) reals).
-  Where the backend's kernel sets `refill` (kernel.cuh's refill_lanes), two more:
-  `<sink.entry>_<method>_refill`, the same arguments then `next` (a zeroed launch
-  index counter): each thread a lane that takes the next launch index when its member
-  ends (driver.cuh's ode_lane); and `<sink.entry>_refill_host`, which runs that
+  Where the context sets `refill` (and kernel.cuh's refill_lanes holds), the CUDA
+  entry point is `<sink.entry>_<method>_refill` instead (only one is compiled: nvcc's
+  time), with the same arguments then `next` (a zeroed launch index counter): each
+  thread a lane that takes the next launch index when its member ends (driver.cuh's
+  ode_lane); and the host build gains `<sink.entry>_refill_host`, which runs that
   schedule's lanes in turns on one host thread, for tests without a GPU.
 #}
 {% from "sbmlgpu.ode:entry_arguments.cuh" import kernel_arguments, kernel_argument_names %}
@@ -141,6 +142,7 @@ SBMLGPU_HD bool ode_lane_turn(ode_lane* M, bool* live, unsigned long long* next,
 {% endif %}
 
 #ifdef __CUDACC__
+{% if not refill_lanes %}
 extern "C" __global__ void __launch_bounds__({{ block_size }})
 {{ sink.entry }}_{{ method }}({{ kernel_arguments(sink, with_limits, history) }})
 {
@@ -153,9 +155,8 @@ extern "C" __global__ void __launch_bounds__({{ block_size }})
 {% endif %}
     ode_member(i, n, table, times, n_times, {{ sink.make }}, status, steps, cfg, member{{ ring }});
 }
-{% if refill_lanes %}
-
-/* The same members with each thread a lane that takes the next launch index from the
+{% else %}
+/* The members with each thread a lane that takes the next launch index from the
    queue `next` (zeroed before the launch) when its member ends, one step per turn, so
    that a warp's lanes stay busy until the queue runs dry instead of idling until the
    warp's slowest member ends. Launched with as many threads as the GPU holds at once
@@ -205,12 +206,15 @@ extern "C" int {{ sink.entry }}_host(long long n, const real_t* table, const rea
 /* The refill kernel's schedule on the host, for tests of the lanes without a GPU:
    `lanes` lanes (the threads of a launch) take turns in one thread, round robin, each
    turn one step of one lane's member, until the queue `next` (zeroed by the caller)
-   runs dry. Returns 0, or 1 where the lanes' memory could not be had. */
+   runs dry. A member's wall clock (--member-time-limit) also runs during the other
+   lanes' turns here. Returns 0, or 1 where the lanes' memory could not be had or
+   `lanes` is below 1. */
 #include <stdlib.h>
 extern "C" int {{ sink.entry }}_refill_host({{ kernel_arguments(sink, with_limits, history) }},
                                    unsigned long long* next, long long lanes)
 {
 {{ make_config -}}
+    if (lanes < 1) return 1;
     ode_lane* M = (ode_lane*)malloc((size_t)lanes * sizeof(ode_lane));
     bool* live = (bool*)calloc((size_t)lanes, sizeof(bool));
     bool* idle = (bool*)calloc((size_t)lanes, sizeof(bool));

@@ -9,8 +9,8 @@
 {# rk4 without atoms, delay() or fast reactions: driver.cuh's tight loop #}
 {% set tight_rk4 = method == "rk4" and not watch and not history and not fast %}
 {# lanes that take the next member when theirs ends (driver.cuh, entry.cuh): where the
-   backend's kernel asks (`refill`), its sink keeps no per-member locals and the
-   general driver runs (the tight loop's members all take the same steps) #}
+   context asks (`refill`), the sink keeps no per-member locals and the general driver
+   runs (the tight loop's members all take the same steps) #}
 {% set refill_lanes = (refill is defined and refill) and not sink.locals and not tight_rk4 %}
 {% include "common.cuh" %}
 {% include "sbmlgpu.ode:prelude.cuh" %}

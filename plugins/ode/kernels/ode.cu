@@ -9,10 +9,9 @@
   kernel) and as host C++ (g++ -DSBMLGPU_HOST_ENTRY: a C function over all members,
   used by the CPU path and by the tests that check the integrators without a GPU).
   Its entry points take the launch's limits (steps per output interval, a member's
-  wall time: sbmlgpu.ode's limits.cuh) after the common arguments, and a second
-  CUDA entry whose threads take the next member when theirs ends (`refill`: the
-  engine launches it, entry.cuh says how).
+  wall time: sbmlgpu.ode's limits.cuh) after the common arguments. With `refill`
+  (--lane-refill on a GPU) the CUDA entry's threads take the next member when theirs
+  ends (entry.cuh says how).
 #}
 {% set limits = true %}
-{% set refill = true %}
 {% include "sbmlgpu.ode:kernel.cuh" %}
