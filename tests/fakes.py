@@ -245,18 +245,21 @@ class MemberMajor(FakeKernel):
 
 class GatherColumns(FakeKernel):
     """What core's gather.cu computes, with its arguments: out (rows, b) = the columns
-    `members` of table (rows, n), for `real` values."""
+    `members` of table (rows, n) (members null: first .. first + b - 1), for `real`
+    values."""
 
     def __init__(self, real, **kw):
         super().__init__(GATHER, **kw)
         self.real = real
 
     def run(self, grid, block, args, shared_bytes) -> None:
-        b, rows, n, members, table, out = args
+        b, rows, n, members, first, table, out = args
         assert isinstance(b, np.int64) and isinstance(rows, np.int32) \
-            and isinstance(n, np.int64), (type(b), type(rows), type(n))
+            and isinstance(n, np.int64) and isinstance(first, np.int64), \
+            (type(b), type(rows), type(n), type(first))
         b, rows, n = int(b), int(rows), int(n)
-        ids = members.view(np.uint64, b).astype(np.intp)
+        ids = members.view(np.uint64, b).astype(np.intp) if isinstance(members, HostBuffer) \
+            else int(first) + np.arange(b)  # a null pointer: the range from first
         assert ids.size == 0 or ids.max() < n
         source = table.view(self.real, rows * n).reshape(rows, n)
         out.view(self.real, rows * b).reshape(rows, b)[...] = source[:, ids]

@@ -213,3 +213,29 @@ def test_a_cost_model_that_does_not_pay_leaves_the_members_in_order(ensemble, mo
     kernels = [[name for name in run if name.startswith("sbmlgpu_ode_")] for run in launches]
     assert len(kernels[1]) == len(kernels[0]) - 1  # the pilot's launch, once
     assert device.live_buffers() == []
+
+
+@pytest.mark.parametrize("threshold,gathered", [(0, True), (10**6, False)])
+def test_an_unbundled_run_gathers_its_ranges_on_the_gpu_when_large(ensemble, monkeypatch,
+                                                                   threshold, gathered):
+    """Without bundling, a run of several varied columns and at least
+    RESIDENT_MIN_MEMBERS members keeps its table on the GPU and gathers each batch's
+    range there (no strided copy on the host); a smaller one copies as before. Either
+    way the results are the CPU path's."""
+    from sbmlgpu.plugins.ode import program as ode_program
+    from sbmlgpu.plugins.ode.backend import OdeBackend
+    from sbmlgpu.plugins.ode.options import OdeOptions
+    from sbmlgpu.schedule import Scheduler
+    from sbmlgpu.tasks import TimeCourse
+
+    monkeypatch.setattr(ode_program, "RESIDENT_MIN_MEMBERS", threshold)
+    net, params, unbundled = ensemble
+    device = FakeDevice(compile=compile_for_host)
+    options = OdeOptions(method="dopri5", bundling=False).validate()
+    program = OdeBackend().compile(net, options, device)
+    scheduler = Scheduler(devices=[device], max_batch_items=200, progress=False)
+    result = program.run(TimeCourse(times=TIMES, parameters=params, progress=False), scheduler)
+    assert (sum(launch[0] == GATHER for launch in device.launches) == 4) == gathered
+    assert np.array_equal(result.status, unbundled.status)
+    assert np.array_equal(result.data, unbundled.data)
+    assert device.live_buffers() == []

@@ -93,11 +93,15 @@ def test_columns_gathered_on_the_device(device, dtype):
     with ResidentTable.upload([device], table) as resident:
         assert resident.holds(device)
         columns = resident.gather(device, members)
+        span = resident.gather(device, None, 1_000, 171_003)  # an unbundled batch's range
         try:
             got = device.from_device(columns.buffer, columns.shape, dtype)
+            got_span = device.from_device(span.buffer, span.shape, dtype)
         finally:
             columns.buffer.free()
+            span.buffer.free()
     assert np.array_equal(got, table[:, members])
+    assert np.array_equal(got_span, table[:, 1_000:171_003])
 
 
 def test_launch_timing_and_attributes(device, cache_dir):

@@ -80,3 +80,17 @@ def test_a_copy_that_finds_the_memory_taken_leaves_that_device_out():
     with pytest.raises(RuntimeError, match="the copy failed"):
         ResidentTable.upload([first, broken], table)
     assert first.live_buffers() == []
+
+
+def test_a_range_of_members_is_gathered_without_their_indices():
+    """An unbundled batch: members None, the range start..stop-1."""
+    device = FakeDevice()
+    table = _table(rows=4, n=500)
+    with ResidentTable.upload([device], table) as resident:
+        columns = resident.gather(device, None, 120, 377)
+        got = columns.buffer.view(np.float64, columns.size).reshape(columns.shape)
+        assert np.array_equal(got, table[:, 120:377])
+        columns.buffer.free()
+        with pytest.raises(ValueError, match="outside 0..500"):
+            resident.gather(device, None, 400, 501)
+    assert device.live_buffers() == []

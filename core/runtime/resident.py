@@ -89,30 +89,41 @@ class ResidentTable:
         with self._lock:
             return device.index in self._copies
 
-    def gather(self, device, members: np.ndarray) -> DeviceColumns | None:
-        """The (rows, len(members)) table of these members on `device`, in their order;
-        None when `device` holds no copy (the caller gathers on the host)."""
+    def gather(self, device, members: np.ndarray | None, start: int = 0,
+               stop: int | None = None) -> DeviceColumns | None:
+        """The (rows, b) table of `members` on `device`, in their order, or with members
+        None of the range start..stop-1; None when `device` holds no copy (the caller
+        gathers on the host)."""
         with self._lock:
             held = self._copies.get(device.index)
         if held is None:
             return None
-        members = np.asarray(members)
-        if members.ndim != 1 or (members.size and (members.min() < 0
-                                                   or members.max() >= self.n)):
-            raise ValueError(f"members must be indices below {self.n}")
-        b = int(members.size)
+        if members is not None:
+            members = np.asarray(members)
+            if members.ndim != 1 or (members.size and (members.min() < 0
+                                                       or members.max() >= self.n)):
+                raise ValueError(f"members must be indices below {self.n}")
+            b = int(members.size)
+        else:
+            stop = self.n if stop is None else int(stop)
+            if not 0 <= int(start) <= stop <= self.n:
+                raise ValueError(f"a range {start}..{stop} of members outside 0..{self.n}")
+            b = stop - int(start)
         size = self.dtype.itemsize
         out = device.alloc(max(self.rows * b * size, size))
         try:
             if b and self.rows:
-                ids = device.to_device(members.astype(np.uint64))
+                ids = device.to_device(members.astype(np.uint64)) if members is not None \
+                    else None
                 try:
                     kernel = core_kernel(device, TEMPLATE, KERNEL, self.dtype, "gather_columns")
                     blocks = min(-(-b // BLOCK), MAX_BLOCKS)
-                    kernel.launch((blocks,), (BLOCK,), [np.int64(b), np.int32(self.rows),
-                                                        np.int64(self.n), ids, held[1], out])
+                    kernel.launch((blocks,), (BLOCK,), [
+                        np.int64(b), np.int32(self.rows), np.int64(self.n),
+                        ids if ids is not None else np.uintp(0), np.int64(start), held[1], out])
                 finally:
-                    ids.free()
+                    if ids is not None:
+                        ids.free()
         except BaseException:
             out.free()
             raise

@@ -58,6 +58,9 @@ if TYPE_CHECKING:  # pragma: no cover - these import sympy, which a cached run s
 
 log = logging.getLogger("sbmlgpu.ode")
 WARP = 32
+#: an unbundled run of several varied columns keeps its table on the GPU from this
+#: many members (its batches' columns are then gathered there, not copied on the host)
+RESIDENT_MIN_MEMBERS = 4096
 #: this backend's kernel: sbmlgpu.ode's templates with the trajectory sink
 KERNEL = ("sbmlgpu.plugins.ode", "ode.cu")
 
@@ -197,10 +200,11 @@ class OdeProgram(Program):
             # courses are folded by the runner
             where = {"histogram": batch.summary.grid} if batch.summary is not None \
                 and on_device else {"reduce": reduce} if reduce is not None else {}
-            # a bundled batch's columns come from the table on the device where it
-            # has a copy (a random-access gather on the host costs more)
-            columns = resident[0].gather(device, batch.members) \
-                if resident and batch.members is not None else None
+            # a batch's columns come from the table on the device where it has a copy
+            # (on the host: a random-access gather for a bundled batch, a strided copy
+            # of each row's range for an unbundled one)
+            columns = resident[0].gather(device, batch.members, batch.start, batch.stop) \
+                if resident else None
             out: BatchOutput = engine.run(device, columns if columns is not None
                                           else batch.take(table), times, len(outputs),
                                           launch, ids, first_member=first,
@@ -220,10 +224,14 @@ class OdeProgram(Program):
             # a warp's slowest member, and the pilot and scatter cost ~4 % of CPU time
             reason = "not used on the CPU path (no warps to fill)"
         plans: list[bundling.BundlePlan] = []
-        resident: list[ResidentTable] = []  # the table on the GPUs, once bundled
+        resident: list[ResidentTable] = []  # the table on the GPUs
 
-        def keep_table_on_devices() -> None:
-            if on_device and table.size:
+        def keep_table_on_devices(bundled: bool) -> None:
+            """The table on the GPUs, where that pays: a bundled run (its batches are
+            random-access gathers), or a large one of several rows (strided copies);
+            a small run keeps its one launch and copies (the fixed cost of a run)."""
+            pays = bundled or (table.shape[0] > 1 and n >= RESIDENT_MIN_MEMBERS)
+            if on_device and table.size and pays and not resident:
                 # before the batches are planned, so that their memory counts it
                 with phase(profiler, "upload the table", category="transfer"):
                     resident.append(ResidentTable.upload(devices, table))
@@ -231,8 +239,7 @@ class OdeProgram(Program):
         def order(pilot: MemberResults, members: np.ndarray):
             with phase(profiler, "bundling plan"):  # a fit on the pilot, a sort of all
                 plans.append(bundling.plan(table64, members, pilot.extras["steps"], WARP))
-            if plans[-1].permutation is not None:
-                keep_table_on_devices()
+            keep_table_on_devices(plans[-1].permutation is not None)
             return plans[-1].permutation
 
         # a repeated run of this kernel (one process, one GPU rank) bundles by the cost
@@ -283,8 +290,8 @@ class OdeProgram(Program):
                                  on_device and reduce is None, scheduler,
                                  pilot or known is not None)
         try:
-            if plans and plans[0].permutation is not None and known is not None:
-                keep_table_on_devices()  # with a pilot, its order() uploads the table
+            if job.order is None:  # with a pilot, its order() decides the upload
+                keep_table_on_devices(bool(plans) and plans[0].permutation is not None)
             outcome, second = passes.run_in_passes(
                 job, scheduler, profiler, budget, batch_runner(config), host,
                 limits.bound_hint(o), lambda steps: batch_runner(launch(steps)))
