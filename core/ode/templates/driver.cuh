@@ -57,6 +57,32 @@ SBMLGPU_HD bool ode_all_finite(const real_t* x)
     for (int i = 0; i < ODE_NX; ++i) ok = ok && ode_finite(x[i]);
     return ok;
 }
+{% if history and adaptive %}
+
+/* delay(): how far the history's cubic Hermite interpolant of the step just taken
+   (delay.cuh keeps its nodes (t, x, f)) is from the method's own continuous
+   extension at the step's midpoint, where the two differ most, in units of the
+   tolerance (the error norm's). The method's error estimate says nothing of the
+   interpolant: on a solution it finds smooth (a polynomial piece, as x' = -x(t - tau)
+   has) steps grow long, and look-ups between the nodes of such a step were off by
+   1e-3 at rtol 1e-8 after five lags. The driver rejects a step whose interpolant is
+   off by more than the tolerance, as the method rejects one whose error is. */
+SBMLGPU_HD real_t ode_history_error(const ode_stepper* S, real_t h, const ode_config* cfg)
+{
+    real_t y[ODE_NX];
+    ode_dense(S, ODE_R(0.5), h, y);
+    real_t err = ODE_R(0);
+{{ unroll }}
+    for (int i = 0; i < ODE_NX; ++i) {
+        const real_t hermite = ODE_R(0.5) * (S->x[i] + S->xn[i])
+                             + ODE_R(0.125) * h * (S->f[i] - S->fn[i]);
+        const real_t sk = cfg->atol + cfg->rtol * ODE_MAX(ODE_ABS(S->x[i]), ODE_ABS(S->xn[i]));
+        const real_t d = (y[i] - hermite) / sk;
+        err += d * d;
+    }
+    return ODE_SQRT(err / ODE_R(ODE_NX_REAL));
+}
+{% endif %}
 
 {% if tight_rk4 %}
 /* rk4 without atoms: the tight loop (as a hand-written kernel would be). NaN and inf
@@ -280,6 +306,27 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
             }
             continue;
         }
+{% if history and adaptive %}
+{% if time_switches %}
+        if (!at_switch)
+{% endif %}
+        {
+            /* the history's interpolant of this step within the tolerance, else the
+               step again shorter (its error is O(h^4)); where it passes, the next
+               step grows no further than the interpolant allows */
+            const real_t e = ode_history_error(&S, h, &cfg);
+            if (!(e <= ODE_R(1))) {
+                S.h = h * ODE_MAX(ODE_R(0.2), ODE_R(0.9) * ODE_POW(e, ODE_R(-0.25)));
+                S.reject = true;
+                if (!(ODE_R(0.1) * S.h > ODE_ABS(t) * ODE_UROUND)) {
+                    status = SBMLGPU_STATUS_STEP_SIZE_UNDERFLOW;
+                    break;
+                }
+                continue;
+            }
+            S.h = ODE_MIN(S.h, h * ODE_MIN(ODE_R(10), ODE_R(0.9) * ODE_POW(e, ODE_R(-0.25))));
+        }
+{% endif %}
 {% if natoms %}
         {
             real_t g[ODE_NATOMS];
