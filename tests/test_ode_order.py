@@ -235,7 +235,8 @@ def test_an_unbundled_run_gathers_its_ranges_on_the_gpu_when_large(ensemble, mon
     program = OdeBackend().compile(net, options, device)
     scheduler = Scheduler(devices=[device], max_batch_items=200, progress=False)
     result = program.run(TimeCourse(times=TIMES, parameters=params, progress=False), scheduler)
-    assert (sum(launch[0] == GATHER for launch in device.launches) == 4) == gathered
+    gathers = sum(launch[0] == GATHER for launch in device.launches)
+    assert gathers == (4 if gathered else 0), gathers  # a gather per batch, or none
     assert np.array_equal(result.status, unbundled.status)
     assert np.array_equal(result.data, unbundled.data)
     assert device.live_buffers() == []

@@ -379,6 +379,11 @@ def _delay_context(model: KernelModel, printer: CudaPrinter, history_nodes: int)
         history_nodes=history_capacity(history_nodes, model.n_states) if delayed else 0,
         history_group=HISTORY_GROUP,
         shortest_lag=model.shortest_lag if delayed else None,
+        # the states some delayed expression reads: only their history is looked up
+        # (driver.cuh checks the interpolant of these alone; a stiff state no delay()
+        # reads would otherwise hold the steps to its own time scale)
+        history_states=[i for i, xi in enumerate(model.x)
+                        if any(isinstance(e, sp.Basic) and e.has(xi) for e in delayed)],
         delayed_notes=[naming.comment(naming.sbml_text(e, names)) for e in delayed],
         body_delayed=[_function(_returning(e, printer, "delay()", f"delayed expression {k}"))
                       for k, e in enumerate(delayed)],

@@ -57,30 +57,35 @@ SBMLGPU_HD bool ode_all_finite(const real_t* x)
     for (int i = 0; i < ODE_NX; ++i) ok = ok && ode_finite(x[i]);
     return ok;
 }
-{% if history and adaptive %}
+{% if history and adaptive and history_states %}
 
 /* delay(): how far the history's cubic Hermite interpolant of the step just taken
    (delay.cuh keeps its nodes (t, x, f)) is from the method's own continuous
-   extension at the step's midpoint, where the two differ most, in units of the
-   tolerance (the error norm's). The method's error estimate says nothing of the
-   interpolant: on a solution it finds smooth (a polynomial piece, as x' = -x(t - tau)
-   has) steps grow long, and look-ups between the nodes of such a step were off by
-   1e-3 at rtol 1e-8 after five lags. The driver rejects a step whose interpolant is
-   off by more than the tolerance, as the method rejects one whose error is. */
+   extension at the step's midpoint, in units of the tolerance (the error norm's),
+   over the states some delayed expression reads (`history_states`: a stiff state
+   that no look-up reads would hold the steps to its own time scale for nothing). The
+   method's error estimate says nothing of the interpolant: on a solution it finds
+   smooth (a polynomial piece, as x' = -x(t - tau) has) steps grow long, and look-ups
+   between the nodes of such a step were off by 1e-3 at rtol 1e-8 after five lags. The
+   driver rejects a step whose interpolant is off by more than the tolerance, as the
+   method rejects one whose error is. One point, the midpoint, where a cubic's and a
+   quartic's difference of this form is largest: an estimate, not a bound. */
 SBMLGPU_HD real_t ode_history_error(const ode_stepper* S, real_t h, const ode_config* cfg)
 {
+    const int history_state[{{ history_states | length }}] = { {{ history_states | join(", ") }} };
     real_t y[ODE_NX];
     ode_dense(S, ODE_R(0.5), h, y);
     real_t err = ODE_R(0);
 {{ unroll }}
-    for (int i = 0; i < ODE_NX; ++i) {
+    for (int q = 0; q < {{ history_states | length }}; ++q) {
+        const int i = history_state[q];
         const real_t hermite = ODE_R(0.5) * (S->x[i] + S->xn[i])
                              + ODE_R(0.125) * h * (S->f[i] - S->fn[i]);
         const real_t sk = cfg->atol + cfg->rtol * ODE_MAX(ODE_ABS(S->x[i]), ODE_ABS(S->xn[i]));
         const real_t d = (y[i] - hermite) / sk;
         err += d * d;
     }
-    return ODE_SQRT(err / ODE_R(ODE_NX_REAL));
+    return ODE_SQRT(err / ODE_R({{ history_states | length }}));
 }
 {% endif %}
 
@@ -306,7 +311,7 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
             }
             continue;
         }
-{% if history and adaptive %}
+{% if history and adaptive and history_states %}
 {% if time_switches %}
         if (!at_switch)
 {% endif %}
@@ -315,11 +320,12 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
                step again shorter (its error is O(h^4)); where it passes, the next
                step grows no further than the interpolant allows */
             const real_t e = ode_history_error(&S, h, &cfg);
-            if (!(e <= ODE_R(1))) {
+            if (!(e <= ODE_R(1))) {  /* NaN too: a much smaller step, as the method's */
+                S.nonfinite = !ode_finite(e);
                 S.h = h * ODE_MAX(ODE_R(0.2), ODE_R(0.9) * ODE_POW(e, ODE_R(-0.25)));
                 S.reject = true;
                 if (!(ODE_R(0.1) * S.h > ODE_ABS(t) * ODE_UROUND)) {
-                    status = SBMLGPU_STATUS_STEP_SIZE_UNDERFLOW;
+                    status = S.nonfinite ? SBMLGPU_STATUS_NON_FINITE : SBMLGPU_STATUS_STEP_SIZE_UNDERFLOW;
                     break;
                 }
                 continue;
