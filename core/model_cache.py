@@ -6,9 +6,10 @@ else ~/.cache/sbmlgpu, as the nvcc and host build caches), keyed by everything t
 changes what a run computes:
 
 - the SBML file's bytes (sha256), the sbmlgpu version, the Python version;
-- the kernel templates installed (`*.cu`, `*.cuh` of sbmlgpu and its plugin
-  package: name, size, modification time), since an entry holds generated kernel
-  text: a template changed without a new version (an update from git) misses;
+- the code installed (`*.py`, `*.cu`, `*.cuh` of sbmlgpu and its plugin package:
+  name, size, modification time), since an entry holds generated kernel text: a
+  template or a code generator changed without a new version (an update from git)
+  misses;
 - the backend as asked for (None: the task's default), its options as given, the
   device as asked for ("auto", "cpu", GPU indices);
 - the compilers: the host C++ compiler's and nvcc's resolved paths, sizes and
@@ -137,8 +138,8 @@ def _plugins() -> list:
 
 @functools.lru_cache(maxsize=1)
 def _templates() -> str:
-    """A digest of the installed kernel templates' names, sizes and modification times
-    (once per process: ~2 ms)."""
+    """A digest of the installed code's and kernel templates' names, sizes and
+    modification times (once per process)."""
     import sbmlgpu
     import sbmlgpu.plugins
 
@@ -148,7 +149,7 @@ def _templates() -> str:
             for folder, subfolders, files in os.walk(root):
                 subfolders[:] = sorted(d for d in subfolders if d != "__pycache__")
                 for name in sorted(files):
-                    if name.endswith((".cu", ".cuh")):
+                    if name.endswith((".py", ".cu", ".cuh")):
                         info = os.stat(os.path.join(folder, name))
                         stamps.append((os.path.relpath(os.path.join(folder, name), root),
                                        info.st_size, info.st_mtime_ns))

@@ -123,12 +123,13 @@ def test_the_key_follows_compiler_and_version(cache, monkeypatch):
     assert key() != first
 
 
-def test_the_key_follows_the_kernel_templates(cache):
-    """An entry holds generated kernel text: a template changed in place (an update
-    from git, same version) must miss."""
+@pytest.mark.parametrize("part", ["templates/driver.cuh", "codegen.py"])
+def test_the_key_follows_the_kernel_templates_and_generators(cache, part):
+    """An entry holds generated kernel text: a template or a code generator changed in
+    place (an update from git, same version) must miss."""
     import sbmlgpu.ode
 
-    template = Path(sbmlgpu.ode.__path__[0]) / "templates" / "driver.cuh"
+    template = Path(sbmlgpu.ode.__path__[0]) / part
     before = template.stat()
 
     def key():
