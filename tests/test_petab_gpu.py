@@ -4,11 +4,9 @@ The same checks as tests/test_petab_benchmark.py (every row against the problem'
 simulatedData table; the log-likelihood against petab's), with the ensemble on the
 GPU; an ensemble of sampled parameter sets whose objective the GPU and the CPU
 path agree on; and a prepared objective (sbmlgpu.petab.objective) whose later calls
-are reduced on the GPU, agree with the CPU path and take less time than the first."""
+are reduced on the GPU, agree with the CPU path and compile nothing."""
 
 from __future__ import annotations
-
-import time
 
 import numpy as np
 import pytest
@@ -64,18 +62,18 @@ def test_an_ensemble_objective_is_the_same_on_gpu_and_cpu(gpu_device):
 def test_a_prepared_objective_repeats_on_the_gpu(name, gpu_device):
     from sbmlgpu.petab import objective, simulate_problem
 
+    from sbmlgpu.runtime.cache import default_cache
+
     path = _yaml(name)
-    started = time.perf_counter()
     prepared = objective(path, device=[gpu_device.index])
     first = prepared.sampled(20_000, seed=1)
-    first_s = time.perf_counter() - started
     prepared.evaluate(first.sets)  # builds the program of the kept method
-    started = time.perf_counter()
+    misses = default_cache().misses
     again = prepared.evaluate(first.sets)
-    again_s = time.perf_counter() - started
     assert again.reduced_on_device and again.simulated_rows.shape == (0, 20_000)
     assert again.method == first.method == prepared.method
-    assert again_s < first_s, (again_s, first_s)
+    assert default_cache().misses == misses  # the repeat compiles nothing (speed is
+    # measured by benchmarks/petab_objective.py, not here)
     # the same sets, the same kernel: the same numbers
     np.testing.assert_array_equal(again.status, first.status)
     ok = first.status == int(Status.ok)
