@@ -70,7 +70,7 @@ def ensemble_row(steps: np.ndarray, table: np.ndarray, method: str) -> dict:
         "by_true_steps": lane_efficiency(steps, 32, bundle(steps)),
         # what the backend would do with this ensemble on a GPU (its default pilot)
         "backend_bundles": bundling.should_bundle(True, method, n, table.shape[0], 1000)
-        is None and bundling.not_worth_it(cost) is None,
+        is None and bundling.verdict(cost)[0] is None,  # one member per thread
         "fit_r_squared": plan.info["r_squared"],
         "pilot_unbundled": plan.info["pilot_lane_efficiency_unbundled"],
         "pilot_bundled": plan.info["pilot_lane_efficiency_bundled"], "two_passes": passes}

@@ -82,6 +82,9 @@ def main(argv=None) -> int:
             "grid": [list(r.grid) for r in (profiler.records if profiler else [])
                      if r.kernel.startswith("sbmlgpu_ode_")][:1],
             "bundling": outcome.result.metadata.get("bundling"),
+            # what the refill rule estimated (docs/ode.md): lanes, and the gain of the order
+            **{k: v for k, v in (outcome.result.metadata.get("bundling_info") or {}).items()
+               if k.startswith("refill_")},
             "spans": {k: round(v, 4) for k, v in sorted(spans.items(), key=lambda kv: -kv[1])}})
         return outcome
 

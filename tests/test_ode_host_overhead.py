@@ -223,6 +223,32 @@ def test_the_plan_is_not_used_where_its_order_fills_the_pilots_warps_no_better()
     assert bundling.plan(table, small, noise[:small.size]).permutation is not None
 
 
+def test_under_refill_the_plan_is_used_only_where_the_costliest_would_start_late():
+    """With lanes that refill (more members than lanes) no lane waits for its warp:
+    steps that follow the parameters but are alike (20-80) fill warps better ordered,
+    yet end no sooner under refill; a few members that cost a lane's whole share do
+    end much sooner when they start first. A lane for every member: nothing refills,
+    and warps decide as before."""
+    n = 20_000
+    table = _table(3, n, 4)
+    pilot = bundling.pilot(n, 2000, 0)
+    log_x = np.log(table[0, pilot])
+    alike = (20 + 60 * (log_x - log_x.min()) / np.ptp(log_x)).astype(np.int64)
+    assert bundling.plan(table, pilot, alike).permutation is not None  # one per thread
+    refill = bundling.plan(table, pilot, alike, lanes=n // 20)
+    assert refill.permutation is None
+    assert "refill" in refill.reason and refill.info["refill_lanes"] == n // 20
+    assert refill.info["refill_gain_estimated"] < bundling.MIN_GAIN
+    # 1 % of the members cost what a lane's 20 members cost together
+    heavy = np.where(log_x > np.quantile(log_x, 0.99), 20 * 50, 50)
+    costly_first = bundling.plan(table, pilot, heavy, lanes=n // 20)
+    assert costly_first.permutation is not None
+    assert costly_first.info["refill_gain_estimated"] >= bundling.MIN_GAIN
+    assert costly_first.reason == "bundled by predicted step count"
+    roomy = bundling.plan(table, pilot, alike, lanes=n)
+    assert roomy.permutation is not None and "refill_lanes" not in roomy.info
+
+
 @pytest.mark.skipif(not (PETAB / "Fujita_SciSignal2010").is_dir(),
                     reason=f"no PEtab benchmark models in {PETAB}")
 def test_the_lane_efficiency_benchmark_writes_its_figures(tmp_path):

@@ -211,3 +211,26 @@ def test_lanes_on_suite_cases_with_events_delays_and_fast_reactions(case):
     assert src.refills
     _same_with_lanes(kernel, np.zeros((0, 0)), np.linspace(0, 5, 11),
                      len(default_outputs(net)), lanes=(3,), n=12)
+
+
+def test_the_lanes_a_gpu_holds_at_once_follow_threads_registers_and_shared_memory():
+    """A refill launch's lanes (what the bundling rule divides members by): blocks per
+    SM as the occupancy calculator counts them on an H200-like device (65,536
+    registers, 2,048 threads, 228 KiB shared memory per SM, 132 SMs)."""
+    from sbmlgpu.ode.engines import resident_threads
+    from sbmlgpu.runtime.base import KernelAttributes
+
+    from .fakes import PROPERTIES
+
+    def lanes(registers, block, shared=0):
+        attributes = KernelAttributes(registers=registers, shared_bytes=shared,
+                                      local_bytes=0, max_threads_per_block=1024)
+        return resident_threads(attributes, block, PROPERTIES) // PROPERTIES.sm_count
+
+    assert lanes(32, 128) == 2048  # by threads
+    assert lanes(64, 128) == 1024  # 2,048 registers a warp: 8 blocks of 4 warps
+    assert lanes(255, 128) == 256  # 255 counts as 256: 8,192 a warp, 2 blocks
+    assert lanes(250, 96) == 192  # 3 warps of 8,192: 2 blocks (8 would need 3 x 8 x 8,192)
+    assert lanes(33, 128) == 1536  # 40 a thread (256 a warp is the unit): 12 blocks
+    assert lanes(32, 32) == 32 * 32  # at most 32 blocks an SM
+    assert lanes(32, 128, shared=100 << 10) == 2 * 128  # 2 blocks' shared memory fit

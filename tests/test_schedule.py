@@ -16,7 +16,7 @@ from sbmlgpu.errors import DeviceError, OptionError, SimulationError
 from sbmlgpu.profile import Profiler
 from sbmlgpu.runtime.base import OutOfDeviceMemory
 from sbmlgpu.schedule import (Batch, CostPredictor, Permutation, Progress, Scheduler, bundle,
-                              combine_in_order, items_that_fit, lane_efficiency,
+                              combine_in_order, items_that_fit, lane_efficiency, refill_makespan,
                               pilot_indices, plan_batches, static_block)
 
 from .fakes import FakeDevice, Terminal, active_device
@@ -403,6 +403,32 @@ def test_bundling_raises_lane_efficiency_for_spread_out_costs():
     after = lane_efficiency(costs, permutation=bundle(costs))
     assert before < 0.2 and after > 0.6 and after > 5 * before
     assert lane_efficiency(np.ones(100)) == 1.0
+
+
+def _lanes_by_events(costs, lanes):
+    """refill_makespan the slow way: time advances to the next lane that ends, which
+    takes the next item (ties: the lowest lane), as a refill kernel's queue hands out."""
+    ends = [0.0] * lanes
+    for cost in costs:
+        lane = min(range(lanes), key=lambda k: (ends[k], k))
+        ends[lane] += cost
+    return max(ends)
+
+
+def test_refill_makespan_is_list_scheduling():
+    # in order: 1, 1 on two lanes; the third item to the lane free at 1; 10 to the
+    # other one (free at 1): 11; longest first: 10 on one lane, the rest on the other
+    assert refill_makespan([1, 1, 1, 10], 2) == 11.0
+    assert refill_makespan([1, 1, 1, 10], 2, bundle([1, 1, 1, 10])) == 10.0
+    assert refill_makespan([3, 4, 5], 1) == 12.0  # one lane: the sum
+    assert refill_makespan([3, 4, 5], 8) == 5.0  # a lane each: the largest
+    assert refill_makespan([], 4) == 0.0
+    rng = np.random.default_rng(5)
+    for lanes in (1, 3, 17):
+        costs = rng.lognormal(0, 1.5, 300)
+        assert refill_makespan(costs, lanes) == pytest.approx(_lanes_by_events(costs, lanes))
+    with pytest.raises(OptionError, match="negative"):
+        refill_makespan([1.0, -1.0], 2)
 
 
 def test_bad_permutations_and_costs_are_option_errors():

@@ -103,6 +103,26 @@ def resident_grid(b: int, block: int, properties) -> int:
     return max(min(-(-int(b) // int(block)), per_sm * max(int(properties.sm_count), 1)), 1)
 
 
+#: what an SM allots registers in (a warp's registers, every architecture sbmlgpu
+#: builds for) and the most blocks it holds (sm_90; sm_80 holds 32 too)
+REGISTERS_PER_WARP_UNIT, MAX_BLOCKS_PER_SM = 256, 32
+
+
+def resident_threads(attributes, block: int, properties) -> int:
+    """Threads of a kernel that run at once on the GPU: blocks per SM as its threads,
+    its registers (allotted per warp in units of 256) and its static shared memory
+    allow (the occupancy calculator's rule), times the SMs. A refill launch's lanes."""
+    block = max(int(block), 1)
+    warps = -(-block // 32)
+    per_warp = -(-max(int(attributes.registers), 1) * 32 // REGISTERS_PER_WARP_UNIT) \
+        * REGISTERS_PER_WARP_UNIT
+    blocks = min(int(properties.max_threads_per_sm) // block,
+                 int(properties.registers_per_sm) // (per_warp * warps), MAX_BLOCKS_PER_SM)
+    if attributes.shared_bytes:
+        blocks = min(blocks, int(properties.shared_memory_per_sm) // int(attributes.shared_bytes))
+    return max(blocks, 1) * block * max(int(properties.sm_count), 1)
+
+
 class GpuEngine:
     """Compiles the kernel once per device; runs batches there."""
 
@@ -121,6 +141,11 @@ class GpuEngine:
         self._kernels: dict[int, object] = {}
         self._summary: dict[int, object] = {}
         self._lock = threading.Lock()
+
+    def resident_lanes(self, device, block: int) -> int:
+        """Members the kernel integrates at once on `device` (compiled there first):
+        a refill launch's lanes."""
+        return resident_threads(self.kernel(device).attributes, block, device.properties)
 
     def kernel(self, device):
         with self._lock:

@@ -16,7 +16,7 @@ memory-mapped destination for results larger than memory).
 from __future__ import annotations
 
 from .batching import DEFAULT_SAFETY, Batch, items_that_fit, plan_batches
-from .bundling import WARP, Permutation, bundle, lane_efficiency
+from .bundling import WARP, Permutation, bundle, lane_efficiency, refill_makespan
 from .combine import combine_in_order
 from .growing import Finished, GrowingQueue, ItemId, QueueBatchRecord
 from .mpi import MpiWorld, mpi_world, static_block
@@ -27,7 +27,8 @@ from .worker import BatchRecord, WorkQueue
 
 __all__ = [
     "Scheduler", "Batch", "BatchRecord", "WorkQueue", "plan_batches", "items_that_fit",
-    "DEFAULT_SAFETY", "Permutation", "bundle", "lane_efficiency", "WARP",
+    "DEFAULT_SAFETY", "Permutation", "bundle", "lane_efficiency", "refill_makespan",
+    "WARP",
     "CostPredictor", "pilot_indices", "Progress", "MpiWorld", "mpi_world",
     "static_block", "combine_in_order", "Finished", "GrowingQueue", "ItemId",
     "QueueBatchRecord",

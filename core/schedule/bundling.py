@@ -18,6 +18,7 @@ to `perm.group` (`Scheduler.map_batches(..., align=perm.group)`), then
 
 from __future__ import annotations
 
+import heapq
 from typing import Any
 
 import numpy as np
@@ -125,18 +126,39 @@ def bundle(predicted_costs, group: int = WARP, *, descending: bool = True) -> Pe
     return Permutation(np.argsort(key, kind="stable"), group)
 
 
+def _ordered_costs(costs, permutation: Permutation | None) -> np.ndarray:
+    """Costs checked (finite, not negative) and in the permutation's order."""
+    costs = _check_costs(costs, "costs")
+    if np.any(costs < 0):
+        raise OptionError("costs", "costs must not be negative")
+    return permutation.apply(costs) if permutation is not None else costs
+
+
+def refill_makespan(costs, lanes: int, permutation: Permutation | None = None) -> float:
+    """When the last of `lanes` lanes ends, where each lane takes the next item in order
+    as soon as its own ends (a refill kernel's queue: greedy list scheduling; the first
+    `lanes` items start at once). In units of cost. Unlike lane_efficiency, a lane does
+    not wait for its warp: what ordering still gains under refill is that the costliest
+    items start first instead of last (longest processing time first)."""
+    costs = _ordered_costs(costs, permutation)
+    if costs.size == 0:
+        return 0.0
+    lanes = max(1, min(int(lanes), costs.size))
+    loads = costs[:lanes].tolist()
+    heapq.heapify(loads)
+    for cost in costs[lanes:].tolist():
+        heapq.heapreplace(loads, loads[0] + cost)
+    return float(max(loads))
+
+
 def lane_efficiency(costs, group: int = WARP, permutation: Permutation | None = None) -> float:
     """Useful work over paid work when items run `group` to a lock-step group.
 
     Each group costs its size times its most expensive item; 1.0 means no lane
     waits. Compare with and without a permutation to see what bundling gains."""
-    costs = _check_costs(costs, "costs")
-    if permutation is not None:
-        costs = permutation.apply(costs)
+    costs = _ordered_costs(costs, permutation)
     if costs.size == 0:
         return 1.0
-    if np.any(costs < 0):
-        raise OptionError("costs", "costs must not be negative")
     n_groups = -(-costs.size // group)
     padded = np.zeros(n_groups * group)
     padded[:costs.size] = costs

@@ -12,8 +12,16 @@ batches start on warp boundaries; results are put back in the original order.
 
 Not used when it cannot pay: rk4 (every member takes the same steps), no varied
 parameters, ensembles smaller than MIN_RATIO x the pilot, or a cost model whose order
-does not fill the pilot's own warps MIN_GAIN x better (the steps do not follow the
-parameters closely enough).
+does not gain MIN_GAIN x on the members it was fitted on (the steps do not follow the
+parameters closely enough). What it gains depends on the kernel's lanes: where each
+thread has one member (the CPU-free one-member-per-thread kernel, or fewer members
+than the GPU holds at once) the order fills warps (lane_efficiency); where threads
+take the next member when theirs ends (lanes that refill, more members than lanes) no
+lane waits for its warp's slowest member, and the order only makes the costliest
+members start first instead of last (refill_makespan). Measured on an H200 at 10^5
+PEtab sets: under refill the order still sped Fujita's kernels up (0.37 s against
+0.51 s) and nothing else, while the plan cost Zhao, Sneyd, Brannmark and Rahman
+0.02-0.1 s a call (docs/benchmarks.md, issue 13's fifth round).
 """
 
 from __future__ import annotations
@@ -22,7 +30,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sbmlgpu.schedule import CostPredictor, Permutation, bundle, lane_efficiency, pilot_indices
+from sbmlgpu.schedule import (CostPredictor, Permutation, bundle, lane_efficiency,
+                              pilot_indices, refill_makespan)
 from sbmlgpu.schedule.bundling import WARP
 
 MIN_RATIO = 10
@@ -70,6 +79,10 @@ class CostFit:
     rows: np.ndarray
     worst: float
     info: dict
+    #: the steps of the members fitted on (a random sample, in member order) and the
+    #: model's order of them: what refill_gain simulates
+    costs: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    fitted_order: Permutation | None = None
 
     def covers(self, table: np.ndarray, members: np.ndarray) -> bool:
         """Whether this fit (made on another run of the same kernel, whose table had
@@ -119,18 +132,43 @@ def fit(table: np.ndarray, members: np.ndarray, steps: np.ndarray, what: str) ->
         "pilot_lane_efficiency_unbundled": lane_efficiency(costs, WARP),
         "pilot_lane_efficiency_bundled": lane_efficiency(costs, WARP, fitted_order),
     }
-    return CostFit(predictor, varying, float(np.max(costs)), info)
+    return CostFit(predictor, varying, float(np.max(costs)), info, costs, fitted_order)
 
 
-def not_worth_it(cost: CostFit) -> str | None:
-    """None where ordering by `cost` pays (MIN_GAIN), else why not."""
+def refill_gain(cost: CostFit, lanes: int, n: int) -> float | None:
+    """How much sooner a refill launch of `n` members over `lanes` lanes ends ordered
+    by the cost model than in member order, estimated on the members it was fitted
+    on (a random sample in member order) over lanes scaled to the sample (lanes x
+    sample / n, so that a lane takes as many members as in the whole launch). None
+    where every member has a lane of its own (n <= lanes): nothing is refilled, and
+    the order fills warps instead."""
+    if n <= lanes or cost.costs.size == 0 or cost.fitted_order is None:
+        return None
+    sample_lanes = max(1, round(lanes * cost.costs.size / n))
+    ordered = refill_makespan(cost.costs, sample_lanes, cost.fitted_order)
+    return refill_makespan(cost.costs, sample_lanes) / ordered if ordered > 0 else 1.0
+
+
+def verdict(cost: CostFit, lanes: int | None = None, n: int = 0) -> tuple[str | None, dict]:
+    """(None where ordering by `cost` pays MIN_GAIN, else why not; what was estimated).
+    `lanes`: the GPU's lanes that refill (None: one member per thread), `n` the
+    members of the run."""
+    gain = refill_gain(cost, lanes, n) if lanes else None
+    if gain is not None:
+        info = {"refill_lanes": int(lanes), "refill_gain_estimated": gain}
+        if gain >= MIN_GAIN or cost.info["pilot_members"] < MIN_GAIN_MEMBERS:
+            return None, info
+        return (f"not used: with lanes that refill ({lanes:,} lanes, {n:,} members) no "
+                f"lane waits for its warp, and ordered by its cost model the members it "
+                f"was fitted on ({cost.info['fitted_on']}) would end {gain:.2f}x sooner "
+                f"(bundling needs {MIN_GAIN:g}x)"), info
     before = cost.info["pilot_lane_efficiency_unbundled"]
     after = cost.info["pilot_lane_efficiency_bundled"]
     if after >= MIN_GAIN * before or cost.info["pilot_members"] < MIN_GAIN_MEMBERS:
-        return None
+        return None, {}
     return (f"not used: ordered by its cost model, the members it was fitted on "
             f"({cost.info['fitted_on']}) fill warps no better (lane efficiency "
-            f"{before:.2f} -> {after:.2f}; bundling needs {MIN_GAIN:g}x)")
+            f"{before:.2f} -> {after:.2f}; bundling needs {MIN_GAIN:g}x)"), {}
 
 
 def order(table: np.ndarray, cost: CostFit, group: int = 32) -> BundlePlan:
@@ -151,15 +189,22 @@ def order(table: np.ndarray, cost: CostFit, group: int = 32) -> BundlePlan:
     return BundlePlan(permutation, "bundled by predicted step count", info)
 
 
-def plan(table: np.ndarray, pilot_members: np.ndarray, pilot_steps: np.ndarray,
-         group: int = 32) -> BundlePlan:
-    """The bundling permutation from the pilot's measured steps (none where it does not
-    pay: not_worth_it). `table`: (varied, n)."""
-    cost = fit(table, pilot_members, pilot_steps, "the pilot")
-    reason = not_worth_it(cost)
+def plan_by(table: np.ndarray, cost: CostFit, lanes: int | None = None,
+            group: int = 32) -> BundlePlan:
+    """The bundling permutation by `cost` (none where it does not pay: verdict).
+    `table`: (varied, n); `lanes`: as verdict's."""
+    reason, estimated = verdict(cost, lanes, table.shape[1])
     if reason is not None:
-        return BundlePlan(None, reason, dict(cost.info))
-    return order(table, cost, group)
+        return BundlePlan(None, reason, {**cost.info, **estimated})
+    bundled = order(table, cost, group)
+    bundled.info.update(estimated)
+    return bundled
+
+
+def plan(table: np.ndarray, pilot_members: np.ndarray, pilot_steps: np.ndarray,
+         group: int = 32, lanes: int | None = None) -> BundlePlan:
+    """The bundling permutation from the pilot's measured steps (plan_by)."""
+    return plan_by(table, fit(table, pilot_members, pilot_steps, "the pilot"), lanes, group)
 
 
 def run_sample(n: int, size: int, seed: int) -> np.ndarray:

@@ -236,9 +236,15 @@ class OdeProgram(Program):
                 with phase(profiler, "upload the table", category="transfer"):
                     resident.append(ResidentTable.upload(devices, table))
 
+        # what ordering gains depends on the lanes: a refill kernel's (the members the
+        # GPUs hold at once) or one member per thread (None)
+        lanes = sum(engine.resident_lanes(d, o.block_size) for d in devices) \
+            if reason is None and on_device and getattr(engine, "refills", False) else None
+
         def order(pilot: MemberResults, members: np.ndarray):
             with phase(profiler, "bundling plan"):  # a fit on the pilot, a sort of all
-                plans.append(bundling.plan(table64, members, pilot.extras["steps"], WARP))
+                plans.append(bundling.plan(table64, members, pilot.extras["steps"], WARP,
+                                           lanes))
             keep_table_on_devices(plans[-1].permutation is not None)
             return plans[-1].permutation
 
@@ -253,9 +259,7 @@ class OdeProgram(Program):
             known = None  # a row it never saw vary, or a value log cannot take: a pilot
         if known is not None:
             with phase(profiler, "bundling plan"):
-                skip = bundling.not_worth_it(known)
-                plans.append(bundling.order(table64, known, WARP) if skip is None
-                             else bundling.BundlePlan(None, skip, dict(known.info)))
+                plans.append(bundling.plan_by(table64, known, lanes, WARP))
 
         itemsize = np.dtype(engine.dtype).itemsize
         cols = len(times) * len(outputs)
