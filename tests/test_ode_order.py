@@ -240,3 +240,35 @@ def test_an_unbundled_run_gathers_its_ranges_on_the_gpu_when_large(ensemble, mon
     assert np.array_equal(result.status, unbundled.status)
     assert np.array_equal(result.data, unbundled.data)
     assert device.live_buffers() == []
+
+
+def test_with_lanes_that_refill_repeated_runs_time_both_orders_and_keep_the_faster(
+        ensemble, monkeypatch):
+    """Where lanes refill and members outnumber them, what ordering saves in time is
+    measured, not modelled: after the run with a pilot, the next runs of the kernel
+    take the estimate's way, then the other, each timed (seconds a step of the whole
+    run), and later runs the faster; the results equal an unbundled run every time."""
+    from sbmlgpu.ode.engines import GpuEngine
+    from sbmlgpu.tasks import TimeCourse
+
+    net, params, unbundled = ensemble
+    monkeypatch.setattr(GpuEngine, "resident_lanes", lambda self, device, block: 64)
+    device, program, scheduler = _fake_gpu_program(net)
+    ways, before = [], {}
+    for _ in range(5):
+        timings = next(iter(program._order_timings.values()), {})
+        before = dict(timings)  # what the run decides by
+        result = program.run(TimeCourse(times=TIMES, parameters=params, progress=False),
+                             scheduler)
+        assert np.array_equal(result.data, unbundled.data)
+        assert np.array_equal(result.status, unbundled.status)
+        ways.append(_bundled(result))
+    assert result.metadata["lanes"].startswith("refill")
+    assert set(before) == {True, False}
+    assert ways[2] != ways[1]  # the second timed run takes the other way
+    faster = before[True] < before[False]
+    assert ways[4] == faster
+    info = result.metadata["bundling_info"]["measured_s_per_step"]
+    assert set(info) == {"bundled", "unbundled"} and min(info.values()) > 0
+    if not faster:
+        assert "ns a step unbundled" in result.metadata["bundling"]

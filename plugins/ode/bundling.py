@@ -189,11 +189,39 @@ def order(table: np.ndarray, cost: CostFit, group: int = 32) -> BundlePlan:
     return BundlePlan(permutation, "bundled by predicted step count", info)
 
 
+def measured_verdict(measured: dict[bool, float]) -> tuple[str | None, dict] | None:
+    """verdict from earlier runs of the kernel timed bundled (True) and not (False), in
+    seconds a step of their whole run: the faster way once both are timed; the way
+    not yet timed where one is (so that the next run times it); None where none is.
+
+    Why measure: under refill the list schedule in steps says what ordering saves in
+    steps, not in time. Zhao's objective would end 1.6x sooner in steps, yet its
+    kernels took 0.019 s either way: a lane left alone at the end of a small model's
+    launch steps several times faster than when the GPU is full (H200, benchmarks.md)."""
+    if not measured:
+        return None
+    info = {"measured_s_per_step": {("bundled" if k else "unbundled"): v
+                                    for k, v in measured.items()}}
+    if len(measured) == 1:
+        (timed, seconds), = measured.items()
+        if timed:
+            return (f"not used, to time it: this kernel's runs took {seconds * 1e9:.2f} ns a "
+                    f"step bundled; with lanes that refill the faster way is measured"), info
+        return None, info
+    if measured[True] < measured[False]:
+        return None, info
+    return (f"not used: with lanes that refill this kernel's runs took "
+            f"{measured[False] * 1e9:.2f} ns a step unbundled, {measured[True] * 1e9:.2f} "
+            f"bundled"), info
+
+
 def plan_by(table: np.ndarray, cost: CostFit, lanes: int | None = None,
-            group: int = 32) -> BundlePlan:
-    """The bundling permutation by `cost` (none where it does not pay: verdict).
-    `table`: (varied, n); `lanes`: as verdict's."""
-    reason, estimated = verdict(cost, lanes, table.shape[1])
+            group: int = 32, measured: dict[bool, float] | None = None) -> BundlePlan:
+    """The bundling permutation by `cost` (none where it does not pay: verdict, or
+    measured_verdict where earlier runs were timed). `table`: (varied, n); `lanes`:
+    as verdict's."""
+    timed = measured_verdict(measured) if measured else None
+    reason, estimated = timed if timed is not None else verdict(cost, lanes, table.shape[1])
     if reason is not None:
         return BundlePlan(None, reason, {**cost.info, **estimated})
     bundled = order(table, cost, group)

@@ -97,6 +97,9 @@ class OdeProgram(Program):
         #: kernel bundles by it without a pilot (a repeated PEtab objective: 1-3 % of
         #: each call), where it covers what varies there
         self._cost_fits: dict[tuple, bundling.CostFit] = {}
+        #: per kernel and output times, where lanes refill: seconds a step of repeated
+        #: runs bundled (True) and not (False), which bundling.measured_verdict reads
+        self._order_timings: dict[tuple, dict[bool, float]] = {}
         self._run_lock = threading.Lock()  # one run at a time of a shared program
         self.last_run: dict[str, Any] = {}
 
@@ -257,9 +260,14 @@ class OdeProgram(Program):
         if known is not None and not known.covers(
                 table64, bundling.run_sample(n, o.pilot_size, task.seed)):
             known = None  # a row it never saw vary, or a value log cannot take: a pilot
+        # under refill, repeated runs time both orders and keep the faster (the list
+        # schedule in steps does not say what ordering saves in time)
+        timed = known is not None and lanes is not None and n > lanes
         if known is not None:
             with phase(profiler, "bundling plan"):
-                plans.append(bundling.plan_by(table64, known, lanes, WARP))
+                plans.append(bundling.plan_by(
+                    table64, known, lanes, WARP,
+                    self._order_timings.get(fit_key) if timed else None))
 
         itemsize = np.dtype(engine.dtype).itemsize
         cols = len(times) * len(outputs)
@@ -312,6 +320,9 @@ class OdeProgram(Program):
         steps = np.asarray(outcome.extras.get("steps", ()))
         if steps.dtype.kind not in "iu":
             steps = steps.astype(np.int64)
+        if timed and steps.size == n:  # the whole run's seconds a step, this order
+            self._order_timings.setdefault(fit_key, {})[plan.permutation is not None] = \
+                (time.perf_counter() - started) / max(float(steps.sum(dtype=np.int64)), 1.0)
         if reuse and steps.size == n:
             with phase(profiler, "fit the next run's cost model"):
                 sample = bundling.run_sample(n, o.pilot_size, task.seed)
