@@ -54,7 +54,7 @@ CASES = [("lorenz", 1.0), ("seir_epidemic", 160.0), ("lotka_volterra", 20.0),
          ("BIOMD0000000035", 50.0), ("BIOMD0000000201", 100.0), ("BIOMD0000000088", 20.0)]
 
 
-@pytest.mark.parametrize("method", ["dopri5", "rodas4"])
+@pytest.mark.parametrize("method", ["dopri5", "rodas4", "bdf"])
 @pytest.mark.parametrize("name,end", CASES)
 def test_gpu_matches_the_reference(device, name, end, method):
     net = load(name)
@@ -67,7 +67,7 @@ def test_gpu_matches_the_reference(device, name, end, method):
     assert error < 1e-6, f"{name} {method}: {error:.2e}"
 
 
-@pytest.mark.parametrize("method", ["rk4", "dopri5", "rodas4"])
+@pytest.mark.parametrize("method", ["rk4", "dopri5", "rodas4", "bdf"])
 def test_gpu_equals_the_host_build_of_the_same_kernel(device, method):
     needs_compiler()
     net = load("seir_epidemic")
@@ -215,7 +215,7 @@ def test_gpu_threads_per_gpu_take_batches_on_threads_of_their_own(device, method
     assert np.array_equal(one_steps, three_steps)
 
 
-@pytest.mark.parametrize("method", ["dopri5", "rodas4"])
+@pytest.mark.parametrize("method", ["dopri5", "rodas4", "bdf"])
 def test_gpu_refill_lanes_give_what_one_thread_per_member_gives(device, method, monkeypatch):
     """The refill kernel on few lanes (3 blocks: ~20 members each, interleaved by the
     queue) against the one-member-per-thread kernel of the same model: the same

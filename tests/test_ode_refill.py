@@ -66,7 +66,7 @@ def _spread(values: dict[str, float], n: int, seed: int = 0, low=0.5, high=2.0) 
                      for v in values.values()])
 
 
-@pytest.mark.parametrize("method", ["dopri5", "rodas4"])
+@pytest.mark.parametrize("method", ["dopri5", "rodas4", "bdf"])
 def test_lanes_give_each_member_what_one_thread_per_member_gives(method):
     net = load("seir_epidemic")
     ode = ode_system(net)
@@ -115,7 +115,7 @@ def test_members_that_fail_at_the_start_or_at_the_step_limit_end_their_lane_alik
     assert (status == Status.max_steps).any() or (status == Status.max_steps_per_interval).any()
 
 
-@pytest.mark.parametrize("method", ["rk4", "dopri5", "rodas4"])
+@pytest.mark.parametrize("method", ["rk4", "dopri5", "rodas4", "bdf"])
 def test_lanes_with_events_priorities_and_a_delayed_event(method):
     """Events with priorities (tie-breaks from the member's random stream), a delayed
     event and a state crossing: rk4 with events runs the general driver too."""
@@ -133,7 +133,7 @@ def test_lanes_with_events_priorities_and_a_delayed_event(method):
     assert (status == Status.ok).all()
 
 
-@pytest.mark.parametrize("method", ["dopri5", "rodas4"])
+@pytest.mark.parametrize("method", ["dopri5", "rodas4", "bdf"])
 def test_lanes_with_delay_keep_each_members_history(method):
     """delay(): each lane's member keeps its own ring (by launch index)."""
     rate = apply("minus", apply("times", ci("a"), delay(ci("x"), ci("tau"))))
@@ -144,9 +144,10 @@ def test_lanes_with_delay_keep_each_members_history(method):
     _same_with_lanes(kernel, table, np.linspace(0, 5, 11), 1)
 
 
-def test_lanes_with_fast_reactions_and_an_event():
+@pytest.mark.parametrize("method", ["rodas4", "bdf"])
+def test_lanes_with_fast_reactions_and_an_event(method):
     net = sbmlgpu.load(fast_binding(KICK))
-    src, kernel = _kernel(net, "rodas4", ("kf", "kd"))
+    src, kernel = _kernel(net, method, ("kf", "kd"))
     table = _spread({"kf": 10.0, "kd": 0.3}, 60, seed=9)
     _same_with_lanes(kernel, table, np.linspace(0, 4, 9), len(default_outputs(net)))
 

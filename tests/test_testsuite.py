@@ -114,6 +114,49 @@ def test_bad_arguments_exit_2(tmp_path):
     assert run_cli(tmp_path, "--backend", "no-such-backend")[0] == 2
 
 
+def test_backend_options_are_parsed_and_checked_before_any_case(tmp_path, capsys):
+    assert testsuite.cli.backend_options(["method=bdf", "rtol=1e-9", "max-steps=5",
+                                          "bundling=false"]) == {
+        "method": "bdf", "rtol": 1e-9, "max_steps": 5, "bundling": False}
+    with pytest.raises(OptionError, match="NAME=VALUE"):
+        testsuite.cli.backend_options(["method"])
+    # needs a backend; an unknown name or value is one error (exit 2), not a failure
+    # of every case
+    assert run_cli(tmp_path, "--backend-option", "method=bdf")[0] == 2
+    assert run_cli(tmp_path, "--backend", "ode", "--backend-option", "mthod=bdf")[0] == 2
+    assert run_cli(tmp_path, "--backend", "ode", "--backend-option", "method=bdx")[0] == 2
+    err = capsys.readouterr().err
+    assert "mthod" in err and "bdx" in err and "needs --backend" in err
+
+
+@needs_semantic
+def test_backend_options_reach_the_backend(monkeypatch):
+    """--backend-option method=bdf: the cases' RunConfig carries it, and a case's run
+    (in this process: run_case) hands it to sbmlgpu.run."""
+    import sbmlgpu.api
+
+    configs, seen = [], []
+    real_cases, real_run = testsuite.cli.run_cases, sbmlgpu.api.run
+
+    def cases_spy(cases, config, **kw):
+        configs.append(config)
+        return real_cases(cases, config, **kw)
+
+    def run_spy(*args, **kwargs):
+        seen.append(kwargs.get("options"))
+        return real_run(*args, **kwargs)
+
+    monkeypatch.setattr(testsuite.cli, "run_cases", cases_spy)
+    code, lines = run_cli(SEMANTIC, "--cases", "1", "--backend", "ode", "--cpu",
+                          "--backend-option", "method=bdf")
+    assert lines[0] == "00001 pass" and code == 0
+    assert configs[0].options == (("method", "bdf"),)
+    monkeypatch.setattr(sbmlgpu.api, "run", run_spy)
+    (case,) = testsuite.find_cases(SEMANTIC, {1})
+    assert testsuite.run_case(case, configs[0]).status == "pass"
+    assert seen == [{"method": "bdf"}]
+
+
 # -- real cases --------------------------------------------------------------------
 
 @needs_semantic

@@ -16,7 +16,7 @@ Modules (import the one you need; nothing here imports PyCUDA or a plugin):
                  generated assignment
 - codegen.py     kernel_context / generate: a kernel template rendered for a model,
                  method and output sink -> KernelSource (text, FLOP counts)
-- sparse_lu.py   sparse LU of rodas4 for larger models (straight-line code, or
+- sparse_lu.py   sparse LU of rodas4 and bdf for larger models (straight-line code, or
                  loops over index tables for large plans)
 - sinks.py       output sinks: TrajectorySink (values), BinSink (bin indices)
 - summary.py     ensemble statistics per batch (host side of templates/summary.cu)
@@ -24,7 +24,7 @@ Modules (import the one you need; nothing here imports PyCUDA or a plugin):
                  device or on the host; LaunchConfig, BatchOutput
 
 Templates (templates/, loaded as "sbmlgpu.ode:<file>"): prelude.cuh, model.cuh,
-rk4.cuh, dopri5.cuh, rodas4.cuh (adaptive.cuh), events.cuh, driver.cuh (limits.cuh),
+rk4.cuh, dopri5.cuh, rodas4.cuh, bdf.cuh (adaptive.cuh, linear.cuh), events.cuh, driver.cuh (limits.cuh),
 sink_trajectory.cuh, sink_bins.cuh, entry.cuh, and summary.cu (a kernel of its
 own). A backend's kernel includes them in that order (plugins/ode/kernels/ode.cu).
 """

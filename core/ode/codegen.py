@@ -33,7 +33,9 @@ from .delays import DEFAULT_HISTORY_NODES, KernelPrinter, history_capacity, hist
 from .model import KernelModel
 from .sinks import TrajectorySink
 
-METHODS = ("rk4", "dopri5", "rodas4")
+METHODS = ("rk4", "dopri5", "rodas4", "bdf")
+#: the methods that solve linear systems with the Jacobian (templates/linear.cuh)
+IMPLICIT = ("rodas4", "bdf")
 #: largest system whose LU keeps every index a compile-time constant (rodas4)
 LU_STATIC_MAX = 12
 #: largest system whose right-hand side and Jacobian are inlined at every call
@@ -438,7 +440,7 @@ def kernel_context(model: KernelModel, method: str, precision: str = "double", *
     # the analytic Jacobian's printability is found out by printing it once, here,
     # rather than by choose_jacobian's check and then again (seconds on a large model)
     jac_mode = choose_jacobian(model, jacobian, check_printing=False) \
-        if method == "rodas4" else "none"
+        if method in IMPLICIT else "none"
     plan = _sparse_plan(model, jac_mode)
     try:
         body = _bodies(model, printer, jac_mode, plan)
@@ -522,7 +524,7 @@ def generate(model: KernelModel, method: str, precision: str = "double", *,
         precision=precision,
         flops_per_rhs=rhs_flops, flops_per_step=step, flops_per_output=out_flops,
         jacobian=context.jacobian,
-        linear_algebra=("none" if method != "rodas4" else
+        linear_algebra=("none" if method not in IMPLICIT else
                         f"sparse LU ({plan.nnz} entries)" if plan else "dense LU"),
         fixed_values=context.fixed_values,
         history_reals=history_reals(context.values["history_nodes"], nx),
@@ -547,7 +549,10 @@ def _step_flops(method: str, nx: int, rhs: float, model: KernelModel, jac_mode: 
         jac = nx * (rhs + 2 * nx)
     if plan is not None:
         factor, solve = plan.flops()
-        lu = factor + 6 * solve
     else:
-        lu = 2.0 / 3.0 * nx**3 + 6 * 2.0 * nx**2  # factorisation + 6 solves
-    return jac + lu + 6 * rhs + 70 * nx
+        factor, solve = 2.0 / 3.0 * nx**3, 2.0 * nx**2
+    if method == "bdf":
+        # ~2 Newton iterations (an f and a solve each), the new f, the prediction and
+        # differences (~8 rows); J and M's factorisation only now and then: not counted
+        return 3 * rhs + 2 * solve + 60 * nx
+    return jac + factor + 6 * solve + 6 * rhs + 70 * nx  # rodas4

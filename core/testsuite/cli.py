@@ -30,6 +30,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run the backend's CPU path even where a GPU is present "
                              "(default: the GPU when there is one; each case is one run, "
                              "which sbmlgpu.run would otherwise give the CPU path)")
+    parser.add_argument("--backend-option", metavar="NAME=VALUE", action="append", default=[],
+                        dest="backend_options",
+                        help="an option of --backend for every case, e.g. method=bdf "
+                             "(repeatable; the backend checks names and values)")
     parser.add_argument("--timeout", metavar="SECONDS", type=float, default=60.0,
                         help="time limit per case; past it the case FAILs with 'timeout' "
                              "(default 60; 0: none)")
@@ -54,10 +58,15 @@ def main_from_args(args: argparse.Namespace, out=None) -> int:
             raise OptionError("jobs", f"{args.jobs}: need at least 1")
         if args.stochastic_runs < 2:
             raise OptionError("stochastic-runs", f"{args.stochastic_runs}: need at least 2")
+        options = backend_options(args.backend_options)
+        if options and args.backend is None:
+            raise OptionError("backend-option", "needs --backend (the CPU reference takes none)")
         if args.backend is not None:
             from .. import plugin_manager
 
-            plugin_manager.backend(args.backend)  # OptionError naming the installed ones
+            backend = plugin_manager.backend(args.backend)  # OptionError: the installed ones
+            if options:  # names and values checked once, not as a failure of every case
+                backend.options_class.from_mapping(options).validate()
     except OptionError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -66,7 +75,8 @@ def main_from_args(args: argparse.Namespace, out=None) -> int:
               + (f" for --cases {args.cases}" if args.cases else ""), file=sys.stderr)
         return 2
     config = RunConfig(backend=args.backend, stochastic_runs=args.stochastic_runs,
-                       seed=args.seed, device="cpu" if args.cpu else "gpu-if-present")
+                       seed=args.seed, device="cpu" if args.cpu else "gpu-if-present",
+                       options=tuple(options.items()))
     started = time.perf_counter()
     outcomes = _print_in_order(run_cases(cases, config, jobs=args.jobs, timeout=args.timeout),
                                [c.number for c in cases], out, args.quiet)
@@ -75,6 +85,27 @@ def main_from_args(args: argparse.Namespace, out=None) -> int:
         _write_json(Path(args.json), args, outcomes, counts, time.perf_counter() - started)
     print(closing_line(counts), file=out)
     return 1 if counts["failed"] else 0
+
+
+def backend_options(pairs: list[str]) -> dict[str, object]:
+    """{name: value} of --backend-option NAME=VALUE flags: a value reads as an integer,
+    a number, true/false, or else as text (the backend validates each)."""
+    out: dict[str, object] = {}
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        if not sep or not name.strip():
+            raise OptionError("backend-option", f"{pair!r}: expected NAME=VALUE")
+        value: object = text
+        for convert in (int, float):
+            try:
+                value = convert(text)
+                break
+            except ValueError:
+                continue
+        if text.lower() in ("true", "false"):
+            value = text.lower() == "true"
+        out[name.strip().replace("-", "_")] = value
+    return out
 
 
 def _print_in_order(stream, order, out, quiet) -> list[Outcome]:

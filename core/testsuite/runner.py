@@ -36,6 +36,8 @@ class RunConfig:
     #: the backend's device: "gpu-if-present" (a case is one member, which device
     #: "auto" would run on the CPU: the suite is there to check the GPU), or "cpu"
     device: str = "gpu-if-present"
+    #: the backend's options for every case, as (name, value) pairs (--backend-option)
+    options: tuple[tuple[str, object], ...] = ()
 
 
 def run_case(case: Case, config: RunConfig) -> Outcome:
@@ -61,7 +63,7 @@ def _run(case: Case, config: RunConfig) -> Outcome:
                 values = functools.partial(reference_values, rtol=config.rtol, atol=config.atol)
             else:
                 values = functools.partial(backend_values, backend=config.backend,
-                                           device=config.device)
+                                           device=config.device, options=dict(config.options))
             outcome = run_semantic(case, settings, values)
         outcome.model = model.name
         return outcome

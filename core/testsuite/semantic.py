@@ -90,9 +90,10 @@ def reference_values(network, times, names, *, rtol=1e-8, atol=1e-10):
     return {name: values[:, j] for j, name in enumerate(names)}
 
 
-def backend_values(network, times, names, *, backend: str, device: str = "gpu-if-present"):
-    """Simulate through the plugin API, `sbmlgpu.run(..., backend=...)`, asking for
-    each output by name (amounts and concentrations included); {name: values}.
+def backend_values(network, times, names, *, backend: str, device: str = "gpu-if-present",
+                   options: dict | None = None):
+    """Simulate through the plugin API, `sbmlgpu.run(..., backend=..., options=...)`,
+    asking for each output by name (amounts and concentrations included); {name: values}.
     `device` "gpu-if-present" is decided here, in the worker process (the GPU is
     never touched before the pool forks)."""
     from .. import plugin_manager, runtime
@@ -102,7 +103,7 @@ def backend_values(network, times, names, *, backend: str, device: str = "gpu-if
         gpu = not plugin_manager.backend(backend).cpu_only and runtime.get_driver() is not None
         device = "gpu" if gpu else "cpu"
     result = run(network, backend=backend, times=times, outputs=list(names), progress=False,
-                 device=device)
+                 device=device, options=options or None)
     if result.n_failed:
         _, status, message = result.failures()[0]
         raise SimulationError(f"backend {backend}: {status.name}: {message}")

@@ -8,9 +8,9 @@ HostEngine; the GPU's own code, so preferred whenever a compiler exists) or `num
 NumpyEngine: rk4 and dopri5 without watched atoms (no events, no piecewise switches
 in the rates) run as the kernels do, with the same formulas, step control and dense
 output, on arrays of shape (states, members): every member has its own time and
-step size. Everything else (rodas4, events) runs member by member through the CPU
-reference (sbmlgpu.reference.simulate, scipy): Radau for rodas4 (implicit, stiff),
-RK45 (scipy's Dormand-Prince 5(4)) otherwise, with the same tolerances.
+step size. Everything else (rodas4, bdf, events) runs member by member through the CPU
+reference (sbmlgpu.reference.simulate, scipy): Radau for rodas4, BDF for bdf (implicit,
+stiff), RK45 (scipy's Dormand-Prince 5(4)) otherwise, with the same tolerances.
 """
 
 from __future__ import annotations
@@ -267,7 +267,7 @@ class NumpyEngine:
 
         if self._compiled is None:
             self._compiled = reference.compile_model(self.model.ode)
-        method = "Radau" if self.method == "rodas4" else "RK45"
+        method = {"rodas4": "Radau", "bdf": "BDF"}.get(self.method, "RK45")
         b = table.shape[1]
         out = np.full((len(times), n_outputs, b), np.nan)
         status = np.zeros(b, np.int8)

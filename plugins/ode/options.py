@@ -9,7 +9,7 @@ from sbmlgpu.backend import BackendOptions, option
 from sbmlgpu.errors import OptionError
 from sbmlgpu.ode.kernel_source import DEFAULT_HISTORY_NODES
 
-METHODS = ("auto", "rk4", "dopri5", "rodas4")
+METHODS = ("auto", "rk4", "dopri5", "rodas4", "bdf")
 PRECISIONS = ("double", "float")
 CPU_ENGINES = ("auto", "native", "numpy")
 JACOBIANS = ("auto", "analytic", "fd")
@@ -27,22 +27,24 @@ DEFAULT_PASS_STEPS = 10_000
 class OdeOptions(BackendOptions):
     method: str = option(
         "auto", "integrator: rk4 (fixed step --dt), dopri5 (Dormand-Prince 5(4), adaptive, "
-                "non-stiff), rodas4 (Rosenbrock, adaptive, stiff; analytic Jacobian), auto "
+                "non-stiff), rodas4 (Rosenbrock, adaptive, stiff; analytic Jacobian), bdf "
+                "(variable-order backward differentiation, stiff; keeps the Jacobian and its "
+                "LU from step to step: for many steps or large systems), auto "
                 "(rodas4 if the Jacobian, at the initial state of up to 2,048 members or "
                 "along eight members' trajectories, says the ensemble is stiff over the time "
                 "span, else dopri5)", choices=METHODS)
     dt: float = option(1e-3, "step of rk4 (each output interval is split into "
                              "ceil(interval/dt) equal steps)", minimum=0.0)
-    rtol: float | None = option(None, "relative tolerance of dopri5/rodas4 "
+    rtol: float | None = option(None, "relative tolerance of the adaptive methods "
                                       "[default: 1e-8 in double, 1e-5 in float]", minimum=0.0)
-    atol: float | None = option(None, "absolute tolerance of dopri5/rodas4, in the units of "
+    atol: float | None = option(None, "absolute tolerance of the adaptive methods, in the units of "
                                       "each state [default: 1e-10 in double, 1e-7 in float]",
                                 minimum=0.0)
     max_steps: int = option(1_000_000, "most steps (accepted or rejected) per trajectory; "
                                        "past it the member's status is max_steps", minimum=1)
     max_steps_per_interval: int = option(
         DEFAULT_MAX_STEPS_PER_INTERVAL,
-        "most steps (accepted or rejected) of dopri5/rodas4 between two output times, as "
+        "most steps (accepted or rejected) of the adaptive methods between two output times, as "
         "CVODE's mxstep; past it the member's status is max_steps_per_interval. The "
         "default is libRoadRunner's (20000), not CVODE's 500: stiff SBML models need "
         "thousands of steps in one interval where a fast transient starts, while a member "
@@ -63,11 +65,11 @@ class OdeOptions(BackendOptions):
         "those of a single pass, member for member). The default is ~8x the largest step "
         "count of well-behaved members of the PEtab models measured (hundreds to ~1,300): "
         "such members finish in the first pass, and a slow member repeats at most this "
-        "many steps. dopri5/rodas4 only (rk4's steps are fixed by --dt). 0 (or not below "
+        "many steps. the adaptive methods only (rk4's steps are fixed by --dt). 0 (or not below "
         "--max-steps): one pass", minimum=0)
-    h0: float = option(0.0, "first step of dopri5/rodas4 (0: chosen from the model, "
+    h0: float = option(0.0, "first step of the adaptive methods (0: chosen from the model, "
                             "Hairer's starting-step heuristic)", minimum=0.0)
-    max_step: float = option(0.0, "largest step of dopri5/rodas4 (0: no limit; with events "
+    max_step: float = option(0.0, "largest step of the adaptive methods (0: no limit; with events "
                                   "or piecewise switches it is at most 1/50 of the time "
                                   "span, so that a trigger that turns on and off again "
                                   "within one step is not missed)", minimum=0.0)

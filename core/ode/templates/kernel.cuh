@@ -1,6 +1,6 @@
 {#
   kernel.cuh -- an ensemble kernel composed from the templates here, in their order:
-  common, prelude, the model's functions, the method (rk4, dopri5, rodas4), events
+  common, prelude, the model's functions, the method (rk4, dopri5, rodas4, bdf), events
   where atoms are watched, the output sink (`sink.template`), the driver and the
   entry points. A backend's kernel template includes it after its own checks (the
   ode backend's kernels/ode.cu, the dbn backend's kernels/dbn.cu). Context:
@@ -23,6 +23,8 @@
 {% include "sbmlgpu.ode:dopri5.cuh" %}
 {% elif method == "rodas4" %}
 {% include "sbmlgpu.ode:rodas4.cuh" %}
+{% elif method == "bdf" %}
+{% include "sbmlgpu.ode:bdf.cuh" %}
 {% else %}
 {{ fail("kernel.cuh: unknown method " ~ method) }}
 {% endif %}
