@@ -76,8 +76,13 @@ def test_gpu_equals_the_host_build_of_the_same_kernel(device, method):
     gpu = run_gpu(device, net, method, times=times, parameters=params, dt=1e-2)
     host = run_host(net, method, times=times, parameters=params, dt=1e-2)
     assert np.array_equal(gpu.status, host.status)
-    # the same source; only FMA contraction and libm/libdevice rounding differ
-    assert np.allclose(gpu.data, host.data, rtol=1e-7, atol=1e-9)
+    # the same source; only FMA contraction and libm/libdevice rounding differ. bdf's
+    # discrete choices (Newton's convergence test, the order) turn those into another
+    # valid step sequence: on the host, FMA contraction alone moved its values by up
+    # to 8.5e-5 (5.9e-4 relative on a small one) where rodas4's moved 2.2e-10
+    # (docs/benchmarks.md, bdf); so bdf is held to the tolerances' scale
+    close = dict(rtol=1e-5, atol=1e-9) if method == "bdf" else dict(rtol=1e-7, atol=1e-9)
+    assert np.allclose(gpu.data, host.data, **close)
 
 
 def test_gpu_status_codes(device):
