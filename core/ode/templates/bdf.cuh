@@ -76,6 +76,7 @@ typedef struct {
     real_t h_next;  /* pending (after a step) */
     int order, order_next, n_equal, n_equal_next;
     bool jac_valid, jac_current, reject, nonfinite;
+    bool keep_lu;   /* the last attempt failed the error test only: its LU serves on */
 } ode_stepper;
 
 /* D[0..order] rescaled from step hD to step h: the same polynomial through past points
@@ -93,16 +94,20 @@ SBMLGPU_HD void bdf_rescale(ode_stepper* S, real_t factor)
             U[r][c] = U[r - 1][c] * mu;
         }
     }
+    real_t RU[BDF_MAX_ORDER + 1][BDF_MAX_ORDER + 1];
+    for (int r = 0; r <= k; ++r) {
+        for (int c = 0; c <= k; ++c) {
+            real_t v = ODE_R(0);
+            for (int m = 0; m <= k; ++m) v += R[r][m] * U[m][c];
+            RU[r][c] = v;
+        }
+    }
     for (int i = 0; i < ODE_NX; ++i) {
         real_t old[BDF_MAX_ORDER + 1];
         for (int r = 0; r <= k; ++r) old[r] = S->D[r][i];
         for (int c = 0; c <= k; ++c) {
             real_t v = ODE_R(0);
-            for (int r = 0; r <= k; ++r) {
-                real_t ru = ODE_R(0);  /* (R U)[r][c] */
-                for (int m = 0; m <= k; ++m) ru += R[r][m] * U[m][c];
-                v += ru * old[r];
-            }
+            for (int r = 0; r <= k; ++r) v += RU[r][c] * old[r];
             S->D[c][i] = v;
         }
     }
@@ -123,6 +128,7 @@ SBMLGPU_HD void ode_restart(ode_stepper* S, real_t t, const real_t* p)
     S->c_lu = ODE_R(0);
     S->jac_valid = false;  /* the state jumped: J at the old one may be far off */
     S->jac_current = false;
+    S->keep_lu = false;
 }
 
 SBMLGPU_HD void ode_start(ode_stepper* S, real_t t, const real_t* p, const ode_config* cfg,
@@ -158,15 +164,22 @@ SBMLGPU_HD real_t bdf_norm(const real_t* v, const real_t* y, const ode_config* c
 SBMLGPU_HD int ode_step(ode_stepper* S, real_t t, real_t h, const real_t* p,
                         const ode_config* cfg, bool force)
 {
-    if (h != S->hD) {  /* another step size than the differences hold */
+    /* the driver hands (t + S->h) - t, which differs from S->h by rounding in most
+       steps: that is the same step (no rescaling, the count of equal steps and the LU
+       go on), not a new size */
+    if (ODE_ABS(h - S->hD) > ODE_R(64) * ODE_UROUND * ODE_ABS(S->hD)) {
         bdf_rescale(S, h / S->hD);
         S->hD = h;
         S->n_equal = 0;
+        /* a new size: factorise again, except after an error-test rejection, where
+           the old LU serves the Newton iteration (as scipy's BDF keeps it) */
+        if (!S->keep_lu) S->c_lu = ODE_R(0);
     }
+    S->keep_lu = false;
     const int k = S->order;
     const real_t t_new = t + h;
     const real_t alpha = bdf_alpha(k);
-    const real_t c = h / alpha;
+    const real_t c = S->hD / alpha;
     real_t y[ODE_NX], psi[ODE_NX], d[ODE_NX], dy[ODE_NX], fy[ODE_NX];
 {{ UNROLL }}
     for (int i = 0; i < ODE_NX; ++i) {
@@ -192,7 +205,7 @@ SBMLGPU_HD int ode_step(ode_stepper* S, real_t t, real_t h, const real_t* p,
             S->jac_current = true;
             S->c_lu = ODE_R(0);
         }
-        if (S->c_lu != c) {
+        if (S->c_lu == ODE_R(0)) {
 {{ UNROLL }}
             for (int e = 0; e < ODE_LU_SIZE; ++e) S->A[e] = S->J[e];
             ode_add_diagonal(S->A, ODE_R(1) / c);
@@ -214,8 +227,10 @@ SBMLGPU_HD int ode_step(ode_stepper* S, real_t t, real_t h, const real_t* p,
             model_rhs(t_new, y, p, fy);
             if (!bdf_finite(fy)) break;
 {{ UNROLL }}
-            for (int i = 0; i < ODE_NX; ++i) dy[i] = (c * fy[i] - psi[i] - d[i]) / c;
-            ode_solve_lin(S->A, S->piv, dy);  /* (I/c - J) dy = b / c: (I - cJ) dy = b */
+            for (int i = 0; i < ODE_NX; ++i) dy[i] = (c * fy[i] - psi[i] - d[i]) / S->c_lu;
+            /* A = I/c_lu - J: (I - c_lu J) dy = b, c_lu = c unless the LU is kept
+               from a rejected attempt (a simplified Newton iteration either way) */
+            ode_solve_lin(S->A, S->piv, dy);
             const real_t dy_norm = bdf_norm(dy, yp, cfg);  /* scaled as the prediction */
             real_t rate = ODE_R(-1);
             if (dy_norm_old > ODE_R(0)) rate = dy_norm / dy_norm_old;
@@ -241,6 +256,7 @@ SBMLGPU_HD int ode_step(ode_stepper* S, real_t t, real_t h, const real_t* p,
         S->reject = true;
         S->nonfinite = !bdf_finite(y);
         S->h = h * ODE_R(0.5);
+        S->c_lu = ODE_R(0);  /* a new LU for the halved step */
         return force ? -1 : 0;
     }
     const real_t safety = ODE_R(0.9) * (real_t)(2 * BDF_NEWTON_MAXITER + 1)
@@ -262,6 +278,7 @@ SBMLGPU_HD int ode_step(ode_stepper* S, real_t t, real_t h, const real_t* p,
                                           safety * ODE_POW(error_norm, ODE_R(-1) / (real_t)(k + 1)));
             S->reject = true;
             S->h = h * factor;
+            S->keep_lu = true;
             return 0;
         }
     }
@@ -327,6 +344,8 @@ SBMLGPU_HD void ode_accept(ode_stepper* S)
         S->f[i] = S->fn[i];
         for (int r = 0; r < BDF_ROWS; ++r) S->D[r][i] = S->Dn[r][i];
     }
+    /* a new order or step size (n_equal_next = 0): M = I - cJ changes, a new LU */
+    if (S->order_next != S->order || S->n_equal_next == 0) S->c_lu = ODE_R(0);
     S->order = S->order_next;
     S->n_equal = S->n_equal_next;
     S->jac_current = false;  /* J stays, from an earlier step now */
