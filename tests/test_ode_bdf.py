@@ -85,7 +85,8 @@ def _suite_sample() -> list[str]:
     """A few cases the bdf method must pass: plain kinetics, assignment and rate rules,
     events with delays, delay(), fast reactions (the whole suite is checked by the
     command in the module's docstring)."""
-    return ["00001", "00026", "00039", "00184", "00348", "00451", "00937", "01407", "00871"]
+    picked = ["00001", "00026", "00039", "00184", "00348", "00451", "00937", "01407", "00871"]
+    return [c for c in picked if (SEMANTIC / c).is_dir()]  # none without the suite: a skip
 
 
 @pytest.mark.parametrize("case", parameters(_suite_sample(), SEMANTIC,
