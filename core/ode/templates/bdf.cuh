@@ -180,12 +180,14 @@ SBMLGPU_HD int ode_step(ode_stepper* S, real_t t, real_t h, const real_t* p,
     const real_t t_new = t + h;
     const real_t alpha = bdf_alpha(k);
     const real_t c = S->hD / alpha;
+    real_t gamma[BDF_MAX_ORDER + 1];  /* once a step, not once a state */
+    for (int r = 1; r <= k; ++r) gamma[r] = bdf_gamma(r);
     real_t y[ODE_NX], psi[ODE_NX], d[ODE_NX], dy[ODE_NX], fy[ODE_NX];
 {{ UNROLL }}
     for (int i = 0; i < ODE_NX; ++i) {
         real_t yp = ODE_R(0), ps = ODE_R(0);
         for (int r = 0; r <= k; ++r) yp += S->D[r][i];
-        for (int r = 1; r <= k; ++r) ps += S->D[r][i] * bdf_gamma(r);
+        for (int r = 1; r <= k; ++r) ps += S->D[r][i] * gamma[r];
         y[i] = yp;
         psi[i] = ps / alpha;
     }
@@ -262,8 +264,9 @@ SBMLGPU_HD int ode_step(ode_stepper* S, real_t t, real_t h, const real_t* p,
     const real_t safety = ODE_R(0.9) * (real_t)(2 * BDF_NEWTON_MAXITER + 1)
                           / (real_t)(2 * BDF_NEWTON_MAXITER + iterations);
     real_t err[ODE_NX];
+    const real_t error_const = bdf_error_const(k);
 {{ UNROLL }}
-    for (int i = 0; i < ODE_NX; ++i) err[i] = bdf_error_const(k) * d[i];
+    for (int i = 0; i < ODE_NX; ++i) err[i] = error_const * d[i];
     const real_t error_norm = bdf_norm(err, y, cfg);
     if (!force) {
         if (!ode_finite(error_norm)) {
@@ -300,13 +303,15 @@ SBMLGPU_HD int ode_step(ode_stepper* S, real_t t, real_t h, const real_t* p,
     if (S->n_equal_next >= k + 1) {
         real_t e_lower = ODE_R(-1), e_higher = ODE_R(-1);
         if (k > 1) {
+            const real_t lower = bdf_error_const(k - 1);
 {{ UNROLL }}
-            for (int i = 0; i < ODE_NX; ++i) err[i] = bdf_error_const(k - 1) * S->Dn[k][i];
+            for (int i = 0; i < ODE_NX; ++i) err[i] = lower * S->Dn[k][i];
             e_lower = bdf_norm(err, y, cfg);
         }
         if (k < BDF_MAX_ORDER) {
+            const real_t higher = bdf_error_const(k + 1);
 {{ UNROLL }}
-            for (int i = 0; i < ODE_NX; ++i) err[i] = bdf_error_const(k + 1) * S->Dn[k + 2][i];
+            for (int i = 0; i < ODE_NX; ++i) err[i] = higher * S->Dn[k + 2][i];
             e_higher = bdf_norm(err, y, cfg);
         }
         /* the factor each order allows (an error of 0: any, so the largest); of equal
