@@ -126,6 +126,7 @@ def run_model(folder: Path, args) -> dict:
 
     # in this process, on the loaded model (the second of two runs)
     os.environ["OMP_NUM_THREADS"] = str(args.cores)  # read when libgomp starts
+    walls = []
     for _ in range(2):
         started = time.perf_counter()
         with tempfile.TemporaryDirectory(prefix="sbmlgpu-cpu-bench-") as scratch:
@@ -133,8 +134,16 @@ def run_model(folder: Path, args) -> dict:
             result = sbmlgpu.run(network, times=times, parameters=sets, options=options,
                                  device="cpu", progress=False, profile=profile)
             wall = time.perf_counter() - started
+            walls.append(wall)
             spans = json.loads(profile.read_text())["spans"]
     row["in_process_wall_s"] = wall
+    # the first run also checks the method (and under --method auto, on a stiff model
+    # of 512 members or more, times rodas4 against bdf on a sample: method_trial.py)
+    row["in_process_first_wall_s"] = walls[0]
+    row["in_process_method"] = result.metadata.get("method")
+    row["second_pass_members"] = result.metadata.get("second_pass_members")
+    row["second_pass_method"] = result.metadata.get("second_pass_method")
+    row["second_pass_seconds"] = result.metadata.get("second_pass_seconds")
     row["in_process_members_per_s"] = args.n / wall
     row["failed"] = args.n - int(np.sum(result.status == 0))
     row["in_process_breakdown_s"] = {

@@ -42,6 +42,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -72,7 +73,8 @@ class HostPassResult:
 class HostSecondPass:
     """The host build of a GPU run's kernel and the second pass on it."""
 
-    def __init__(self, source: KernelSource, table: np.ndarray, times: np.ndarray,
+    def __init__(self, source: KernelSource | Callable[[], KernelSource],
+                 table: np.ndarray, times: np.ndarray,
                  n_outputs: int, config: LaunchConfig, cores: int | None = None):
         self.source = source
         self.table = table  # (varied, n) of the kernel's dtype
@@ -111,7 +113,8 @@ class HostSecondPass:
     def _load(self):
         from .native import host_kernel
 
-        return host_kernel(self.source)
+        # a LaterKernel's source is generated here, in the build's thread
+        return host_kernel(self.source() if callable(self.source) else self.source)
 
     def kernel(self):
         """The loaded host build (waiting for it), or None where it failed."""
@@ -158,7 +161,7 @@ class HostSecondPass:
         return HostPassResult(status, steps, data, seconds, threads)
 
 
-def for_run(source: KernelSource, table: np.ndarray, times: np.ndarray, n_outputs: int,
+def for_run(source: KernelSource | Callable[[], KernelSource], table: np.ndarray, times: np.ndarray, n_outputs: int,
             config: LaunchConfig, budget, on_device: bool, scheduler,
             pilot: bool) -> HostSecondPass | None:
     """The host's second pass for a run, or None where the device keeps it: no GPU

@@ -67,6 +67,13 @@ def metadata(options: OdeOptions, status: np.ndarray, steps: np.ndarray, second,
         "second_pass_seconds": second.seconds,
         "second_pass_where": second.where or None,
         "second_pass_threads": second.threads or None,
+        # under --method auto, the method the second pass ran its members with where
+        # it is not the first pass's, and those it did not finish, run again with the
+        # first (passes.later_method)
+        "second_pass_method": second.method or None,
+        "second_pass_fallback": {"count": int(len(second.fallback)),
+                                 "members": [int(i) for i in second.fallback[:MAX_LISTED]]}
+        if len(second.fallback) else None,
         # the passes after the first, in order: a middle pass on the device, then the
         # last with the full budget ({max_steps, members, where, seconds} each)
         "later_passes": list(second.stages),

@@ -32,7 +32,9 @@ class OdeOptions(BackendOptions):
                 "LU from step to step: for many steps or large systems), auto "
                 "(rodas4 if the Jacobian, at the initial state of up to 2,048 members or "
                 "along eight members' trajectories, says the ensemble is stiff over the time "
-                "span, else dopri5)", choices=METHODS)
+                "span, else dopri5; where stiff, members past --pass-steps run again with "
+                "bdf, and on the CPU path an ensemble of 512 or more members runs with bdf "
+                "where a timed trial of 32 members finds it faster)", choices=METHODS)
     dt: float = option(1e-3, "step of rk4 (each output interval is split into "
                              "ceil(interval/dt) equal steps)", minimum=0.0)
     rtol: float | None = option(None, "relative tolerance of the adaptive methods "
@@ -62,7 +64,8 @@ class OdeOptions(BackendOptions):
         "step budget of a first pass over the ensemble: members that need more steps "
         "stop there and run again from the start in a second pass over them alone, so "
         "that a few slow members no longer hold a warp of fast ones (the results are "
-        "those of a single pass, member for member). The default is ~8x the largest step "
+        "those of a single pass, member for member, except under --method auto where "
+        "stiff: there the second pass runs bdf). The default is ~8x the largest step "
         "count of well-behaved members of the PEtab models measured (hundreds to ~1,300): "
         "such members finish in the first pass, and a slow member repeats at most this "
         "many steps. the adaptive methods only (rk4's steps are fixed by --dt). 0 (or not below "

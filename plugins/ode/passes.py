@@ -20,6 +20,22 @@ different merge order, and the quantiles agree within their resolution (one bin)
 as the pilot that sets the histogram range runs with the first pass's budget (its
 slow members do not widen the range).
 
+Under --method auto, members that rodas4 left past the first pass's budget run again
+with bdf (`later_method`): a member that needs more than --pass-steps (10,000) rodas4
+steps is one where the problem is very stiff over a long span, where a variable-order
+BDF that keeps its Jacobian and LU takes far fewer and cheaper steps (the slowest of
+1,000 PEtab-sampled members alone, 2 cores: Okuonghae_ChaosSolitonsFractals2020
+136,965 rodas4 steps against 10,910, 0.31 s against 0.055 s; Liu_IFACPapersOnLine2025
+11,548 against 360; Elowitz_Nature2000 434,057 against 289,588, 1.43 s against 0.68
+s; docs/benchmarks.md), while bdf is the slower method over most members of most
+models (it starts at order 1), so the first pass keeps rodas4. Those members' results
+are then bdf's, within the same tolerances, not those of a single rodas4 pass. Members
+bdf does not finish (a step size that underflows, a step limit: any status but ok and
+time_limit) run once more with rodas4 and the full budget (`LaterMethod.fallback`), so
+that a member fails only where both methods fail. The CPU path runs the whole second
+pass with bdf; on a GPU only the host's second pass does (below), as a bdf kernel on
+the device would be a second nvcc build and is not measured there.
+
 On a GPU, a second pass of few members runs on the host's cores instead (host_pass.py:
 the native build of the same kernel, one member per core at a time; the rule is
 host_pass.HOST_MEMBERS_PER_CORE), whose build starts in the background as soon as a
@@ -68,6 +84,33 @@ class StepBudget:
         return self.pass_steps if self.two_passes else self.max_steps
 
 
+#: under --method auto: the method that the members past --pass-steps run again with,
+#: per method of the first pass (module doc)
+LATER_METHODS = {"rodas4": "bdf"}
+#: statuses of the later method that are final: others run again with the first method
+FINAL_STATUSES = (int(Status.ok), int(Status.time_limit))
+
+
+def later_method(chosen: str, first: str) -> str | None:
+    """The later passes' method for --method `chosen` whose check picked `first`, or
+    None where they keep `first` (a method the user chose is the method of every pass)."""
+    return LATER_METHODS.get(first) if chosen == "auto" else None
+
+
+@dataclass(frozen=True)
+class LaterMethod:
+    """A run whose members past the first pass's budget run again with another method
+    (`later_method`): `name` (that method), `first` (the first pass's), `fallback`
+    (a run of batches with `first` and the full budget, for the members `name` does
+    not finish) and `in_rerun` (whether run_in_passes's `rerun` integrates with
+    `name` too, as on the CPU path, or only the host's pass does, as in a GPU run)."""
+
+    name: str
+    first: str
+    fallback: "RunBatch"
+    in_rerun: bool
+
+
 @dataclass
 class PassReport:
     """What the passes did, for the result's metadata."""
@@ -87,6 +130,9 @@ class PassReport:
     #: the passes after the first: {max_steps, members, where, seconds} each
     stages: list = field(default_factory=list)
     stage_seconds: float = 0.0  # the last pass's wall time (while they run)
+    method: str = ""  # the last pass's method where it is not the first's (LaterMethod)
+    #: members the later method did not finish, run again with the first (sorted)
+    fallback: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
 
 RunBatch = Callable[[Any, MemberBatch], MemberResults]
@@ -113,6 +159,7 @@ def launch_cap(n_members: int, devices) -> int:
 def run_in_passes(job: EnsembleJob, scheduler, profiler, budget: StepBudget,
                   rerun: RunBatch, host=None, bound_hint: str = "",
                   rerun_at: Callable[[int], RunBatch] | None = None,
+                  later: LaterMethod | None = None,
                   ) -> tuple[EnsembleOutcome, PassReport]:
     """`job` (whose run_batch integrates with `budget.first_pass_steps`), then the
     members it paused again with `rerun` (the full step budget; its batches name
@@ -121,7 +168,8 @@ def run_in_passes(job: EnsembleJob, scheduler, profiler, budget: StepBudget,
     members, so that its progress moves. `host`: a host_pass.HostSecondPass where
     the host may take the second pass (a GPU run), else None; `rerun_at(steps)`:
     `rerun` with another step budget, for the middle pass (see _later_passes).
-    `bound_hint`: what the long-pass note says bounds the members."""
+    `bound_hint`: what the long-pass note says bounds the members. `later`: the
+    method of the later passes where it is not the first's (module doc)."""
     devices = tuple(getattr(scheduler, "local_devices", ()) or ())
     distributed = getattr(scheduler, "size", 1) > 1
     note = LongPassNote(bound_hint, quiet=not getattr(scheduler, "is_root", True))
@@ -149,14 +197,16 @@ def run_in_passes(job: EnsembleJob, scheduler, profiler, budget: StepBudget,
     started = time.perf_counter()
     if host is None or distributed:
         host = rerun_at = None
+    if distributed:
+        later = None  # every rank would have to agree on its fallback members
     _later_passes(outcome, paused, job, scheduler, profiler, budget, rerun, rerun_at, host,
-                  note, report, devices)
+                  note, report, devices, later)
     report.seconds = time.perf_counter() - started
     return outcome, report
 
 
 def _later_passes(outcome, paused, job, scheduler, profiler, budget, rerun, rerun_at, host,
-                  note, report, devices) -> None:
+                  note, report, devices, later) -> None:
     """The members past the first pass's budget to the end, merged into `outcome`: on
     the host's threads where they are few (host.takes); else on the device, first (with
     a host) in a middle pass of MIDDLE_PASS_FACTOR x --pass-steps, which finishes the
@@ -181,14 +231,45 @@ def _later_passes(outcome, paused, job, scheduler, profiler, budget, rerun, reru
     if host is not None and host.takes(len(paused)):
         with phase(profiler, "second pass on host threads"):
             again = _on_host(host, paused, job, note, report)
+    by_later = later is not None and (again is not None or later.in_rerun)
     if again is None:
         again = _on_device(job, paused, rerun, budget.max_steps, scheduler, profiler, note,
                            report, devices, "second pass")
         report.where = "device" if devices else "host"
-    report.stages.append({"max_steps": budget.max_steps, "members": int(len(paused)),
-                          "where": report.where, "seconds": report.stage_seconds})
-    if outcome.root:
-        _merge(outcome, again, paused, job)
+    stage = {"max_steps": budget.max_steps, "members": int(len(paused)),
+             "where": report.where, "seconds": report.stage_seconds}
+    if by_later:
+        stage["method"] = report.method = later.name
+    report.stages.append(stage)
+    if not outcome.root:
+        return
+    if by_later:
+        _fallback(again, paused, job, scheduler, profiler, budget, later, note, report,
+                  devices)
+    _merge(outcome, again, paused, job)
+
+
+def _fallback(again: EnsembleOutcome, paused: np.ndarray, job, scheduler, profiler, budget,
+              later: LaterMethod, note, report: PassReport, devices) -> None:
+    """The members of `again` (the later method's pass over `paused`) that it did not
+    finish, run again with the first method and the full budget, into `again`."""
+    unfinished = (~np.isin(again.status, FINAL_STATUSES)).nonzero()[0]
+    if not unfinished.size:
+        return
+    members = paused[unfinished]
+    started = time.perf_counter()
+    redo = _on_device(job, members, later.fallback, budget.max_steps, scheduler, profiler,
+                      note, report, devices, f"{later.first} again for {later.name}'s failures")
+    again.status[unfinished] = redo.status
+    for key, values in redo.extras.items():
+        again.extras[key][unfinished] = values
+    if again.data is not None:
+        again.data[unfinished] = redo.data
+    again.kernel_ms += redo.kernel_ms
+    report.fallback = members
+    report.stages.append({"max_steps": budget.max_steps, "members": int(members.size),
+                          "where": "device" if devices else "host", "method": later.first,
+                          "seconds": time.perf_counter() - started})
 
 
 def _on_device(job, members, rerun, steps, scheduler, profiler, note, report, devices,

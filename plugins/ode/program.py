@@ -47,9 +47,9 @@ from sbmlgpu.schedule.ensemble import (BatchMemory, EnsembleJob, MemberBatch, Me
                                        Pilot, default_scheduler)
 from sbmlgpu.schedule.spill import Spill
 
-from . import bundling, failures, host_pass, limits, passes, prefetch
+from . import bundling, failures, host_pass, limits, method_trial, passes, prefetch
 from .options import OdeOptions
-from .specialised import Specialisation, SpecialisationCache
+from .specialised import LaterKernel, Specialisation, SpecialisationCache
 
 if TYPE_CHECKING:  # pragma: no cover - these import sympy, which a cached run skips
     from sbmlgpu.ir import Network
@@ -133,16 +133,26 @@ class OdeProgram(Program):
         key = (model.varied, model.outputs, method, tuple(sorted(model.fixed_values.items())))
         if key not in self._engines:
             source = self._source(model, method)
-            if self.device is not None:
-                engine = GpuEngine(source, self.options.fast_math)
-            else:
-                from .cpu import cpu_engine
-
-                engine = cpu_engine(source, model, method, self.options)
-            self._engines[key] = (source, engine)
+            self._engines[key] = (source, self._engine_of(source, model, method))
         source, engine = self._engines[key]
         self._sources[source.name] = source.text  # this run's kernel, also when reused
         return source, engine
+
+    def _engine_of(self, source: KernelSource, model: KernelModel, method: str):
+        if self.device is not None:
+            return GpuEngine(source, self.options.fast_math)
+        from .cpu import cpu_engine
+
+        return cpu_engine(source, model, method, self.options)
+
+    def _later_kernel(self, model: KernelModel, first: str) -> LaterKernel | None:
+        """The kernel of the later passes' method (passes.later_method), built when
+        first asked for."""
+        method = passes.later_method(self.options.method, first)
+        if method is None:
+            return None
+        return LaterKernel(method, lambda: self._source(model, method),
+                           lambda source: self._engine_of(source, model, method))
 
     # -- run --------------------------------------------------------------------
     def run(self, task: TimeCourse, scheduler=None, profiler=None) -> TimeCourseResult:
@@ -168,17 +178,15 @@ class OdeProgram(Program):
                         if n > 1 and k not in keep and _is_constant(v)}
             varied = tuple(k for k in params if k not in constant)
             table64 = _table(params, varied, n)
-        spec = self._specialise(varied, outputs, constant, table64, times, profiler)
+        spec = self._specialise(varied, outputs, constant, table64, times, profiler,
+                                seed=int(task.seed))
         method, why, source, engine = spec.method, spec.why, spec.source, spec.engine
         table = table64.astype(engine.dtype, copy=False)
         rtol, atol = o.tolerances
-        launch_limits = limits.launch_limits(o, method)
 
         def launch(max_steps: int) -> LaunchConfig:
             # a config per step budget (dataclasses.replace of one cost ~5 us a pass)
-            return LaunchConfig(rtol=rtol, atol=atol, h0=o.h0, max_step=o.max_step, dt=o.dt,
-                                max_steps=max_steps, seed=int(task.seed),
-                                block_size=o.block_size, **launch_limits)
+            return launch_config(o, method, max_steps, int(task.seed))
 
         config = launch(o.max_steps)
         # rk4's steps are fixed by --dt (alike over members): no second pass
@@ -192,10 +200,11 @@ class OdeProgram(Program):
         # objective): on the GPU only; the host returns the time courses as before
         reduce = task.reduce if on_device and not task.summary else None
 
-        def batch_runner(launch: LaunchConfig):
-            return lambda device, batch: run_batch(device, batch, launch)
+        def batch_runner(launch: LaunchConfig, engine=engine):
+            return lambda device, batch: run_batch(device, batch, launch, engine)
 
-        def run_batch(device, batch: MemberBatch, launch: LaunchConfig) -> MemberResults:
+        def run_batch(device, batch: MemberBatch, launch: LaunchConfig,
+                      engine) -> MemberResults:
             device = device if device is not None else self.device
             ids = batch.members.astype(np.uint64) if batch.members is not None else None
             first, scatter = _first_member(batch, engine)
@@ -297,16 +306,30 @@ class OdeProgram(Program):
             # with another's kernel (the engine is thread-safe per device); the
             # objective's reduction is not measured so, and keeps one
             workers_per_device=o.threads_per_gpu if on_device and reduce is None else 1)
+        # under --method auto, the members past --pass-steps run again with another
+        # method (passes.later_method): on the CPU path the whole second pass, on a GPU
+        # the host's (its device passes keep this kernel: no second nvcc build)
+        later = spec.later if budget.two_passes and not distributed else None
+        rerun = batch_runner(config)
+        if later is not None:
+            fallback = rerun
+            if not on_device:  # its kernel built when a member first needs it
+                rerun = lambda device, batch: run_batch(device, batch, config,  # noqa: E731
+                                                        later.engine())
+            later_run = passes.LaterMethod(later.method, method, fallback,
+                                           in_rerun=not on_device)
         # on a GPU, a second pass of few members runs on the host's cores (host_pass.py)
-        host = host_pass.for_run(source, table, times, len(outputs), config, budget,
+        host = host_pass.for_run(later.source if later is not None else source, table,
+                                 times, len(outputs), config, budget,
                                  on_device and reduce is None, scheduler,
                                  pilot or known is not None)
         try:
             if job.order is None:  # with a pilot, its order() decides the upload
                 keep_table_on_devices(bool(plans) and plans[0].permutation is not None)
             outcome, second = passes.run_in_passes(
-                job, scheduler, profiler, budget, batch_runner(config), host,
-                limits.bound_hint(o), lambda steps: batch_runner(launch(steps)))
+                job, scheduler, profiler, budget, rerun, host,
+                limits.bound_hint(o), lambda steps: batch_runner(launch(steps)),
+                later_run if later is not None else None)
         finally:
             for table_copies in resident:
                 table_copies.free()
@@ -374,7 +397,7 @@ class OdeProgram(Program):
     # -- helpers ----------------------------------------------------------------
     def _specialise(self, varied: tuple[str, ...], outputs: tuple[str, ...],
                     constant: dict[str, float], table: np.ndarray, times: np.ndarray,
-                    profiler=None) -> Specialisation:
+                    profiler=None, seed: int = 0) -> Specialisation:
         """The kernel and engine of a run: the method checked once per model and
         parameter values, the kernel generated once per model and method."""
         cache = self.specialised
@@ -391,14 +414,15 @@ class OdeProgram(Program):
         ahead = prefetch.Prefetch(self, model) \
             if self.options.method == "auto" and prefetch.worth_it(model) else None
         with phase(profiler, "choose method"):
-            method, why = cache.method(key, lambda: self._method(model, table, times))
+            method, why = cache.method(key, lambda: self._method(model, table, times, seed))
         if ahead is not None:
             with phase(profiler, "wait for the kernel built ahead"):
                 ahead.join(method)
         with phase(profiler, "generate kernel"):
             source, engine = self._engine(model, method)
         return cache.add(key, Specialisation(method, why, source, engine, bool(model.draws),
-                                             bool(model.delayed), model.fast_rates is not None))
+                                             bool(model.delayed), model.fast_rates is not None,
+                                             self._later_kernel(model, method)))
 
     def warm_state(self, previous: dict | None = None) -> dict:
         """What a run in a new process needs to skip sympy (sbmlgpu.model_cache;
@@ -409,12 +433,13 @@ class OdeProgram(Program):
 
         return merged(previous, {
             "default_outputs": list(default_outputs(self.network)),
-            "runs": self.specialised.export(lambda spec: str(host_library(spec.source)))})
+            "runs": self.specialised.export(lambda source: str(host_library(source)))})
 
     def _outputs(self, task: TimeCourse) -> tuple[str, ...]:
         return tuple(task.outputs or default_outputs(self.network))
 
-    def _method(self, model: KernelModel, table: np.ndarray, times: np.ndarray):
+    def _method(self, model: KernelModel, table: np.ndarray, times: np.ndarray,
+                seed: int = 0):
         if self.options.method != "auto":
             return self.options.method, "chosen with --method"
         from .stiffness import choose_method, screen_members, screen_size
@@ -423,8 +448,34 @@ class OdeProgram(Program):
         # many as the model's size allows
         count = screen_size(model.n_states)
         screen = screen_members(table, count) if count else None
-        return choose_method(model, _probe_members(table), float(times[0]),
-                             float(times[-1] - times[0]), screen=screen, probes=self._probes)
+        method, why = choose_method(model, _probe_members(table), float(times[0]),
+                                    float(times[-1] - times[0]), screen=screen,
+                                    probes=self._probes)
+        n = table.shape[1]
+        if not method_trial.wanted(self.options.method, method, n, self.device is not None):
+            return method, why
+        # the CPU path: rodas4 or bdf by a timed trial (method_trial.py)
+        members = method_trial.sample(n, seed)
+        columns = np.ascontiguousarray(table[:, members])
+        ids = members.astype(np.uint64)
+
+        def run(candidate: str, warm_up: bool) -> None:
+            _, engine = self._engine(model, candidate)
+            steps = 1 if warm_up else self._trial_steps()
+            engine.run(None, columns.astype(engine.dtype, copy=False), times,
+                       len(model.outputs), launch_config(self.options, candidate, steps, seed),
+                       ids, first_member=LAUNCH_ORDER)
+
+        engines = [self._engine(model, m)[1] for m in method_trial.CANDIDATES]
+        if any(engine.name != "native" for engine in engines):
+            return method, why  # numpy's engine runs scipy member by member: no trial
+        pick, trial, _ = method_trial.choose(run)
+        return pick, f"{why}; {trial}"
+
+    def _trial_steps(self) -> int:
+        """The trial's step budget: the first pass's (a member past it costs no more)."""
+        o = self.options
+        return passes.StepBudget(o.pass_steps, o.max_steps).first_pass_steps
 
     def _compile_everywhere(self, engine, devices, profiler) -> None:
         if not isinstance(engine, GpuEngine):
@@ -435,6 +486,14 @@ class OdeProgram(Program):
                     engine.kernel(device)
             else:
                 engine.kernel(device)
+
+
+def launch_config(o: OdeOptions, method: str, max_steps: int, seed: int) -> LaunchConfig:
+    """A launch's settings under options `o` for `method`, with a budget of `max_steps`."""
+    rtol, atol = o.tolerances
+    return LaunchConfig(rtol=rtol, atol=atol, h0=o.h0, max_step=o.max_step, dt=o.dt,
+                        max_steps=max_steps, seed=seed, block_size=o.block_size,
+                        **limits.launch_limits(o, method))
 
 
 def _first_member(batch: MemberBatch, engine) -> tuple[int, bool]:

@@ -12,6 +12,7 @@ warm.py runs them again in a new process without sympy.
 from __future__ import annotations
 
 import hashlib
+import threading
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
@@ -32,6 +33,44 @@ class Specialisation:
     draws: bool
     delays: bool = False  # delay(): failure messages name the history ring
     fast: bool = False  # fast reactions: failure messages name the relaxation
+    #: under --method auto, the kernel the members past --pass-steps run again with
+    #: (passes.later_method), None where they keep the first pass's
+    later: "LaterKernel | None" = None
+
+
+class LaterKernel:
+    """The kernel of another method for the members past --pass-steps: its source
+    generated and its engine built on first use only (most runs have no such member;
+    SalazarCavazos_MBoC2020's bdf kernel takes 0.7 s of sympy printing, Chen_MSB2009's
+    2.3 s), once, from whichever thread asks first (a GPU run's host pass builds in
+    the background)."""
+
+    def __init__(self, method: str, make_source: Callable[[], KernelSource],
+                 make_engine: Callable[[KernelSource], Any],
+                 source: KernelSource | None = None):
+        self.method = method
+        self._make_source = make_source
+        self._make_engine = make_engine
+        self._source = source
+        self._engine = None
+        self._lock = threading.Lock()
+
+    @property
+    def generated(self) -> bool:
+        return self._source is not None
+
+    def source(self) -> KernelSource:
+        with self._lock:
+            if self._source is None:
+                self._source = self._make_source()
+            return self._source
+
+    def engine(self):
+        source = self.source()
+        with self._lock:
+            if self._engine is None:
+                self._engine = self._make_engine(source)
+            return self._engine
 
 
 def model_key(varied, outputs, constant: dict) -> tuple:
@@ -76,7 +115,7 @@ class SpecialisationCache:
         self.runs[key] = spec
         return spec
 
-    def export(self, library: Callable[[Specialisation], str | None]) -> list[dict]:
+    def export(self, library: Callable[[KernelSource], str | None]) -> list[dict]:
         """JSON-able records of the runs whose engine can be rebuilt from the source
         alone (the GPU's and the native host engine; not numpy's, which needs sympy)."""
         records = []
@@ -89,5 +128,9 @@ class SpecialisationCache:
                 "method": spec.method, "why": spec.why, "draws": spec.draws,
                 "delays": spec.delays, "fast": spec.fast,
                 "engine": spec.engine.name, "source": asdict(spec.source),
-                "library": library(spec) if spec.engine.name == "native" else None})
+                "library": library(spec.source) if spec.engine.name == "native" else None,
+                # the later passes' kernel where a run generated it (warm.py: without
+                # it a new process runs those members with the first method)
+                "later": {"method": spec.later.method, "source": asdict(spec.later.source())}
+                if spec.later is not None and spec.later.generated else None})
         return records

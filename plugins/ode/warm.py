@@ -19,7 +19,7 @@ from sbmlgpu.ode.kernel_source import KernelSource
 
 from .options import OdeOptions
 from .program import OdeProgram
-from .specialised import Specialisation
+from .specialised import LaterKernel, Specialisation
 
 #: specialisations kept per entry (each holds a kernel's text); the oldest go first
 MAX_RUNS = 32
@@ -61,7 +61,7 @@ class WarmOdeProgram(OdeProgram):
     def _outputs(self, task) -> tuple[str, ...]:
         return tuple(task.outputs or self._default_outputs)
 
-    def _specialise(self, varied, outputs, constant, table, times, profiler=None):
+    def _specialise(self, varied, outputs, constant, table, times, profiler=None, seed=0):
         cache = self.specialised
         key = cache.key(varied, outputs, constant, table, times)
         if key in cache.runs:
@@ -70,17 +70,26 @@ class WarmOdeProgram(OdeProgram):
         if record is None:
             raise Miss("no cached kernel for these varied parameters, outputs or values")
         try:
-            fields = dict(record["source"])
-            fields["fixed_values"] = tuple(fields.get("fixed_values", ()))  # JSON: a list
-            source = KernelSource(**fields)
+            source = _source(record["source"])
             engine = self._warm_engine(source, record)
             spec = Specialisation(record["method"], record["why"], source, engine,
                                   bool(record["draws"]), bool(record.get("delays")),
-                                  bool(record.get("fast")))
+                                  bool(record.get("fast")), self._warm_later(record))
         except (KeyError, TypeError) as exc:
             raise Miss(f"a damaged cached kernel record ({exc})") from None
         self._sources[source.name] = source.text
         return cache.add(key, spec)
+
+    def _warm_later(self, record: dict) -> LaterKernel | None:
+        """The later passes' kernel where the cold run generated it (without it, those
+        members run with the first method: no sympy here to generate it)."""
+        later = record.get("later")
+        if not later:
+            return None
+        source = _source(later["source"])
+        return LaterKernel(later["method"], lambda: source,
+                           lambda source: self._warm_engine(source, {**record, "library": None}),
+                           source)
 
     def _warm_engine(self, source: KernelSource, record: dict):
         if self.device is not None:
@@ -101,3 +110,10 @@ class WarmOdeProgram(OdeProgram):
     def warm_state(self, previous: dict | None = None) -> dict:
         return merged(previous, {"default_outputs": list(self._default_outputs),
                                  "runs": list(self._records.values())})
+
+
+def _source(fields: dict) -> KernelSource:
+    """A KernelSource from its exported fields."""
+    fields = dict(fields)
+    fields["fixed_values"] = tuple(fields.get("fixed_values", ()))  # JSON: a list
+    return KernelSource(**fields)

@@ -1,0 +1,215 @@
+"""Under --method auto, the members rodas4 leaves past --pass-steps run again with bdf,
+and those bdf does not finish once more with rodas4 (plugins/ode/passes.py:
+later_method, LaterMethod), on the CPU path (the kernels' own code built for the host).
+
+The model is test_ode_limits.py's x' = -k (x - cos t), x(0) drawn per member: over
+k in 10^(0..5) `auto` picks rodas4, whose steps grow with k (35 to ~900 at rtol 1e-8)
+while bdf's stay near 200, and bdf takes more steps than rodas4 where k is small.
+A member's integration depends only on its parameters and member number, so every
+member of a run in passes must equal, bit for bit, the same member of a one-pass run
+of the method that finished it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import sbmlgpu
+from sbmlgpu.plugins.ode import method_trial, passes
+from sbmlgpu.plugins.ode.backend import OdeBackend
+from sbmlgpu.plugins.ode.options import OdeOptions
+from sbmlgpu.results import Status
+from sbmlgpu.tasks import TimeCourse
+
+from .ode_helpers import needs_compiler
+from .test_ode_limits import STIFF, TIMES
+
+K = 10 ** np.random.default_rng(7).uniform(0, 5, 400)
+PASS_STEPS = 40
+UNLIMITED = 10**7
+
+
+@pytest.fixture(scope="module")
+def model():
+    needs_compiler()
+    return sbmlgpu.load(STIFF)
+
+
+def simulate(model, method: str, **options):
+    """(result, steps) of `method` over K on the native CPU path."""
+    options = OdeOptions(**{"method": method, "cpu_engine": "native", "pass_steps": 0,
+                            **options}).validate()
+    program = OdeBackend().compile(model, options, None)
+    result = program.run(TimeCourse(times=TIMES, parameters={"k": K}, seed=5,
+                                    progress=False))
+    return result, program.last_steps
+
+
+@pytest.fixture(scope="module")
+def single(model):
+    """One pass each of rodas4 and bdf without a step limit: {method: (result, steps)}."""
+    return {m: simulate(model, m, max_steps=UNLIMITED) for m in ("rodas4", "bdf")}
+
+
+def step_limit(r: np.ndarray, b: np.ndarray):
+    """(limit, groups): the step limit that leaves the most members in the smallest of
+    its groups (first pass, bdf finished, bdf failed and rodas4 finished, both failed),
+    given one-pass rodas4 and bdf step counts `r`, `b`."""
+    paused = r > PASS_STEPS
+
+    def groups(limit: int):
+        return (~paused, paused & (b <= limit), paused & (b > limit) & (r <= limit),
+                paused & (b > limit) & (r > limit))
+
+    limit = int(max(np.unique(np.concatenate([r[paused], b[paused]])),
+                    key=lambda limit: min(g.sum() for g in groups(limit))))
+    assert min(g.sum() for g in groups(limit)) > 0
+    return limit, groups(limit)
+
+
+def test_the_rule():
+    assert passes.later_method("auto", "rodas4") == "bdf"
+    assert passes.later_method("auto", "dopri5") is None  # not stiff: dopri5 throughout
+    assert passes.later_method("rodas4", "rodas4") is None  # the user's method stays
+    assert passes.later_method("bdf", "bdf") is None
+
+
+def test_members_past_the_pass_budget_are_bdfs_and_bdfs_failures_rodas4s(model, single):
+    rodas4, r = single["rodas4"]
+    bdf, b = single["bdf"]
+    assert (rodas4.status == 0).all() and (bdf.status == 0).all()
+    limit, (first, by_bdf, by_fallback, stopped) = step_limit(r, b)
+    paused = ~first
+    result, steps = simulate(model, "auto", pass_steps=PASS_STEPS, max_steps=limit)
+    meta = result.metadata
+    assert meta["method"] == "rodas4" and meta["second_pass_method"] == "bdf"
+    assert meta["second_pass_members"] == paused.sum()
+    retried = np.flatnonzero(paused & (b > limit))
+    assert meta["second_pass_fallback"]["count"] == len(retried)
+    assert meta["second_pass_fallback"]["members"] == retried[:100].tolist()
+    assert [s.get("method") for s in meta["later_passes"]] == ["bdf", "rodas4"]
+
+    status = np.asarray(result.status)
+    assert (status[first | by_bdf | by_fallback] == int(Status.ok)).all()
+    assert (status[stopped] == int(Status.max_steps)).all()
+    for members, one in ((first, rodas4), (by_bdf, bdf), (by_fallback, rodas4)):
+        assert np.array_equal(result.data[members], one.data[members])
+    assert np.array_equal(steps[by_bdf], b[by_bdf])
+    assert np.array_equal(steps[first | by_fallback], r[first | by_fallback])
+
+
+def test_a_method_the_user_chose_runs_every_pass(model, single):
+    rodas4, r = single["rodas4"]
+    result, steps = simulate(model, "rodas4", pass_steps=PASS_STEPS)
+    assert result.metadata["second_pass_members"] == (r > PASS_STEPS).sum() > 0
+    assert result.metadata["second_pass_method"] is None
+    assert result.metadata["second_pass_fallback"] is None
+    assert np.array_equal(result.data, rodas4.data)
+    assert np.array_equal(steps, r)
+
+
+def test_without_paused_members_no_bdf_kernel_is_generated(model):
+    options = OdeOptions(method="auto", cpu_engine="native").validate()
+    program = OdeBackend().compile(model, options, None)
+    result = program.run(TimeCourse(times=TIMES, parameters={"k": K[:50]}, seed=5,
+                                    progress=False))
+    assert result.metadata["method"] == "rodas4"
+    assert result.metadata["second_pass_members"] == 0
+    (spec,) = program.specialised.runs.values()
+    assert spec.later is not None and spec.later.method == "bdf"
+    assert not spec.later.generated  # nothing asked for it
+    assert not any("bdf" in name for name in program.sources)
+
+
+def test_the_trial_picks_bdf_only_well_below_rodas4s_time():
+    import time
+
+    calls = []
+
+    def timed(seconds):
+        def run(method, warm_up):
+            calls.append((method, warm_up))
+            if not warm_up:
+                time.sleep(seconds[method])
+        return run
+
+    pick, why, seconds = method_trial.choose(timed({"rodas4": 0.05, "bdf": 0.005}))
+    assert pick == "bdf" and seconds["bdf"] < seconds["rodas4"]
+    # both warmed up before either is timed
+    assert calls == [("rodas4", True), ("bdf", True), ("rodas4", False), ("bdf", False)]
+    assert "timed trial of 32 members" in why and "rodas4 5" in why
+    assert method_trial.choose(timed({"rodas4": 0.005, "bdf": 0.05}))[0] == "rodas4"
+
+
+def test_who_has_a_trial():
+    n = method_trial.TRIAL_MIN_MEMBERS
+    assert method_trial.wanted("auto", "rodas4", n, on_device=False)
+    assert not method_trial.wanted("auto", "rodas4", n - 1, on_device=False)
+    assert not method_trial.wanted("auto", "rodas4", n, on_device=True)
+    assert not method_trial.wanted("auto", "dopri5", n, on_device=False)
+    assert not method_trial.wanted("rodas4", "rodas4", n, on_device=False)
+    a, b = method_trial.sample(10_000, 3), method_trial.sample(10_000, 3)
+    assert np.array_equal(a, b) and len(np.unique(a)) == method_trial.TRIAL_MEMBERS
+    assert not np.array_equal(a, method_trial.sample(10_000, 4))
+
+
+def test_a_large_stiff_ensemble_runs_with_the_trials_pick(model, monkeypatch):
+    """600 members: the trial runs; whichever it picks, the members equal a run of
+    that method chosen by hand (a forced pick each way, so both are checked)."""
+    k = np.concatenate([K, K[:200]])
+    task = TimeCourse(times=TIMES, parameters={"k": k}, seed=5, progress=False)
+
+    def run(method, **options):
+        options = OdeOptions(method=method, cpu_engine="native", **options).validate()
+        return OdeBackend().compile(model, options, None).run(task)
+
+    for forced in ("rodas4", "bdf"):
+        other = "bdf" if forced == "rodas4" else "rodas4"
+        calls = []
+
+        def choose(run_trial, forced=forced):
+            for method in method_trial.CANDIDATES:
+                calls.append(method)
+                run_trial(method, True)
+                run_trial(method, False)
+            return forced, f"forced {forced}", {}
+
+        monkeypatch.setattr(method_trial, "choose", choose)
+        result = run("auto", pass_steps=0)
+        assert calls == ["rodas4", "bdf"]
+        assert result.metadata["method"] == forced
+        assert f"forced {forced}" in result.metadata["method_reason"]
+        assert np.array_equal(result.data, run(forced, pass_steps=0).data)
+        assert not np.array_equal(result.data, run(other, pass_steps=0).data)
+
+
+def test_on_a_gpu_the_host_pass_runs_bdf_and_the_device_rodas4_again(model, single,
+                                                                    monkeypatch):
+    """A GPU run (the fake device of test_ode_passes_host.py: the kernel's host build):
+    the host's second pass builds the bdf kernel, and bdf's failures go back to the
+    device's rodas4 kernel; each member equals a one-pass run of the method that
+    finished it."""
+    from sbmlgpu.plugins.ode import host_pass
+
+    from .test_ode_passes_host import fake_gpu
+
+    monkeypatch.setattr(host_pass, "HOST_MEMBERS_PER_CORE", 10**6)  # the host takes all
+    rodas4, r = single["rodas4"]
+    bdf, b = single["bdf"]
+    limit, (first, by_bdf, by_fallback, stopped) = step_limit(r, b)
+    result, program = fake_gpu(model, K, method="auto", pass_steps=PASS_STEPS,
+                               max_steps=limit)
+    meta = result.metadata
+    assert meta["method"] == "rodas4" and meta["second_pass_method"] == "bdf"
+    assert meta["second_pass_where"] == "host"
+    assert [(s["where"], s.get("method")) for s in meta["later_passes"]] == \
+        [("host", "bdf"), ("device", "rodas4")]
+    assert meta["second_pass_fallback"]["count"] == (by_fallback | stopped).sum()
+    assert any("bdf" in name for name in program.sources)
+    status = np.asarray(result.status)
+    assert (status[first | by_bdf | by_fallback] == int(Status.ok)).all()
+    assert (status[stopped] == int(Status.max_steps)).all()
+    for members, one in ((first, rodas4), (by_bdf, bdf), (by_fallback, rodas4)):
+        assert np.array_equal(result.data[members], one.data[members])
+    assert np.array_equal(program.last_steps[by_bdf], b[by_bdf])
