@@ -2,7 +2,8 @@
 """Where the CPU path's time goes on a PEtab model, by method (issue 13).
 
     python benchmarks/ode_cpu_methods.py MODEL[,MODEL...] [--n 1000]
-                                         [--methods rodas4,dopri5] [--out DIR]
+                                         [--methods rodas4,dopri5] [--gpu]
+                                         [--no-slowest] [--out DIR]
 
 For each PEtab model of ../shared/models/petab-benchmark (an entry holding a "/" is a
 PEtab folder anywhere): the same --n parameter
@@ -11,9 +12,14 @@ sets, first condition, output times and tolerances as benchmarks/ode_cpu_path.py
 device="cpu")`, the second of two runs) with each --methods value: wall time, the
 members' statuses, steps per member (mean, largest), and the second pass (members past
 the first pass's --pass-steps budget, their seconds and steps), which is where a few
-hard members show. Then the slowest member alone: ours with the first method, and
-libRoadRunner (CVODE, same tolerances) where the roadrunner module is installed.
-JSON to DIR/ode_cpu_methods.json (DIR: --out, else $OUT, else .).
+hard members show; `auto` also says which method it chose, and the second pass's
+method and fallback members where they differ (plugins/ode/passes.py: under auto the
+members rodas4 leaves past the budget run again with bdf). --gpu: the same runs on
+GPU 0 instead (the second pass then runs on the device or on the host's cores, as
+`second_pass_where` says). Then, unless --no-slowest, the slowest member alone: ours
+with the first method on the CPU path, and libRoadRunner (CVODE, same tolerances)
+where the roadrunner module is installed. JSON to DIR/ode_cpu_methods.json (DIR:
+--out, else $OUT, else .).
 """
 
 from __future__ import annotations
@@ -33,17 +39,17 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.ode_petab import (ATOL, DEFAULT_ROOT, POINTS, RTOL, end_time,  # noqa: E402
                                   parameter_sets, petab_problem)
 
-METHODS = ("rodas4", "dopri5", "rk4", "bdf")
+METHODS = ("rodas4", "dopri5", "rk4", "bdf", "auto")
 
 
-def _ours(network, times, sets, method: str) -> tuple[float, object]:
+def _ours(network, times, sets, method: str, device="cpu") -> tuple[float, object]:
     import sbmlgpu
 
     options = {"method": method, "rtol": RTOL, "atol": ATOL}
     for _ in range(2):  # the second run: compiled, its host build loaded
         started = time.perf_counter()
         result = sbmlgpu.run(network, times=times, parameters=sets, options=options,
-                             device="cpu", progress=False)
+                             device=device, progress=False)
         wall = time.perf_counter() - started
     return wall, result
 
@@ -83,7 +89,8 @@ def _folder(name: str) -> Path:
     return Path(name) if "/" in name else DEFAULT_ROOT / name
 
 
-def model_rows(name: str, n: int, methods: list[str]) -> dict:
+def model_rows(name: str, n: int, methods: list[str], device="cpu",
+               slowest_alone: bool = True) -> dict:
     import sbmlgpu
 
     problem = petab_problem(_folder(name))
@@ -93,10 +100,17 @@ def model_rows(name: str, n: int, methods: list[str]) -> dict:
     times = np.linspace(0.0, t_end, POINTS)
     out = {"model": _folder(name).name, "states": len(network.species), "n": n, "methods": []}
     for method in methods:
-        wall, result = _ours(network, times, sets, method)
+        wall, result = _ours(network, times, sets, method, device)
         meta = result.metadata
         second = meta.get("second_pass_steps") or {}
-        row = {"method": method, "wall_s": wall,
+        row = {"method": method, "chosen": meta.get("method"),
+               "method_reason": meta.get("method_reason"), "wall_s": wall,
+               "device": meta.get("device"),
+               "second_pass_where": meta.get("second_pass_where"),
+               "second_pass_method": meta.get("second_pass_method"),
+               "second_pass_fallback": meta.get("second_pass_fallback"),
+               "later_passes": meta.get("later_passes"),
+               "slowest_member_detail": meta.get("slowest_member"),
                "status_counts": {str(k): int(v) for k, v in
                                  zip(*np.unique(result.status, return_counts=True))},
                "steps_mean": meta.get("steps_mean"), "steps_max": meta.get("steps_max"),
@@ -106,11 +120,13 @@ def model_rows(name: str, n: int, methods: list[str]) -> dict:
                "second_pass_s": meta.get("second_pass_seconds"),
                "second_pass_steps": second.get("sum")}
         out["methods"].append(row)
-        print(f"{out['model']:36} {method:7} wall {wall:7.3f} s  steps mean {row['steps_mean']:9.0f} "
-              f"max {row['steps_max']:8d}  second pass {row['second_pass_members']} members "
-              f"{row['second_pass_s'] or 0:.3f} s", flush=True)
+        print(f"{out['model']:36} {method:7}->{row['chosen']:7} wall {wall:7.3f} s  steps mean "
+              f"{row['steps_mean']:9.0f} max {row['steps_max']:8d}  second pass "
+              f"{row['second_pass_members']} members {row['second_pass_s'] or 0:.3f} s "
+              f"({row['second_pass_where']}, {row['second_pass_method'] or row['chosen']}; "
+              f"fallback {(row['second_pass_fallback'] or {}).get('count', 0)})", flush=True)
     slowest = out["methods"][0]["slowest_member"]
-    if slowest is not None:
+    if slowest is not None and slowest_alone:
         one = {k: np.asarray(v)[slowest:slowest + 1] for k, v in sets.items()}
         wall, result = _ours(network, times, one, methods[0])
         rr = _roadrunner_one(Path(problem["sbml"]),
@@ -128,6 +144,9 @@ def main(argv=None) -> int:
     parser.add_argument("models", help="comma-separated PEtab problem folders")
     parser.add_argument("--n", type=int, default=1000)
     parser.add_argument("--methods", default="rodas4,dopri5")
+    parser.add_argument("--gpu", action="store_true", help="run ours on GPU 0")
+    parser.add_argument("--no-slowest", action="store_true",
+                        help="skip the slowest member alone")
     parser.add_argument("--out", default=os.environ.get("OUT", "."))
     args = parser.parse_args(argv)
     methods = args.methods.split(",")
@@ -144,7 +163,8 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     for name in names:
-        report["models"].append(model_rows(name, args.n, methods))
+        report["models"].append(model_rows(name, args.n, methods, 0 if args.gpu else "cpu",
+                                           not args.no_slowest))
         (out / "ode_cpu_methods.json").write_text(json.dumps(report, indent=1, default=str))
     print(f"wrote {out / 'ode_cpu_methods.json'}")
     return 0
