@@ -184,27 +184,31 @@ def test_a_large_stiff_ensemble_runs_with_the_trials_pick(model, monkeypatch):
         assert not np.array_equal(result.data, run(other, pass_steps=0).data)
 
 
-def test_on_a_gpu_the_host_pass_runs_bdf_and_the_device_rodas4_again(model, single,
-                                                                    monkeypatch):
+@pytest.mark.parametrize("fallback_on", ["host", "device"])
+def test_on_a_gpu_the_host_pass_runs_bdf_and_rodas4_again(model, single, monkeypatch,
+                                                          fallback_on):
     """A GPU run (the fake device of test_ode_passes_host.py: the kernel's host build):
-    the host's second pass builds the bdf kernel, and bdf's failures go back to the
-    device's rodas4 kernel; each member equals a one-pass run of the method that
-    finished it."""
+    the host's second pass builds the bdf kernel, and bdf's failures run with the host
+    build of rodas4's (or, where the host does not take them, the device's rodas4
+    kernel); each member equals a one-pass run of the method that finished it."""
     from sbmlgpu.plugins.ode import host_pass
 
     from .test_ode_passes_host import fake_gpu
 
-    monkeypatch.setattr(host_pass, "HOST_MEMBERS_PER_CORE", 10**6)  # the host takes all
     rodas4, r = single["rodas4"]
     bdf, b = single["bdf"]
     limit, (first, by_bdf, by_fallback, stopped) = step_limit(r, b)
+    retried = (by_fallback | stopped).sum()
+    # the host takes the second pass; the fallback too, or (fewer members) not
+    monkeypatch.setattr(host_pass.HostSecondPass, "takes", lambda host, m: 0 < m and (
+        fallback_on == "host" or m != retried))
     result, program = fake_gpu(model, K, method="auto", pass_steps=PASS_STEPS,
                                max_steps=limit)
     meta = result.metadata
     assert meta["method"] == "rodas4" and meta["second_pass_method"] == "bdf"
     assert meta["second_pass_where"] == "host"
     assert [(s["where"], s.get("method")) for s in meta["later_passes"]] == \
-        [("host", "bdf"), ("device", "rodas4")]
+        [("host", "bdf"), (fallback_on, "rodas4")]
     assert meta["second_pass_fallback"]["count"] == (by_fallback | stopped).sum()
     assert any("bdf" in name for name in program.sources)
     status = np.asarray(result.status)

@@ -32,7 +32,10 @@ models (it starts at order 1), so the first pass keeps rodas4. Those members' re
 are then bdf's, within the same tolerances, not those of a single rodas4 pass. Members
 bdf does not finish (a step size that underflows, a step limit: any status but ok and
 time_limit) run once more with rodas4 and the full budget (`LaterMethod.fallback`), so
-that a member fails only where both methods fail. The CPU path runs the whole second
+that a member fails only where both methods fail: on the host's cores where bdf ran
+there (a GPU run; on the device these hard members cost a GPU thread each, ~30x a core:
+Elowitz_Nature2000, 10^4 members on an H200, 34 of them took 33.8 s there), else
+through the scheduler. The CPU path runs the whole second
 pass with bdf; on a GPU only the host's second pass does (below), as a bdf kernel on
 the device would be a second nvcc build and is not measured there.
 
@@ -109,6 +112,11 @@ class LaterMethod:
     first: str
     fallback: "RunBatch"
     in_rerun: bool
+    #: a GPU run: the host build of the first method's kernel (host_pass.py), which
+    #: runs the fallback where the later method ran on the host and the members are
+    #: few (on the device each of these hard members took a GPU thread's ~30x a
+    #: core's time: Elowitz_Nature2000, 10^4 members on an H200, 34 of them 33.8 s)
+    fallback_host: Any = None
 
 
 @dataclass
@@ -229,9 +237,12 @@ def _later_passes(outcome, paused, job, scheduler, profiler, budget, rerun, reru
             return
     again = None
     if host is not None and host.takes(len(paused)):
+        if later is not None and later.fallback_host is not None:
+            later.fallback_host.start_build()  # built while the later method runs
         with phase(profiler, "second pass on host threads"):
             again = _on_host(host, paused, job, note, report)
     by_later = later is not None and (again is not None or later.in_rerun)
+    on_host = again is not None
     if again is None:
         again = _on_device(job, paused, rerun, budget.max_steps, scheduler, profiler, note,
                            report, devices, "second pass")
@@ -245,21 +256,34 @@ def _later_passes(outcome, paused, job, scheduler, profiler, budget, rerun, reru
         return
     if by_later:
         _fallback(again, paused, job, scheduler, profiler, budget, later, note, report,
-                  devices)
+                  devices, on_host)
     _merge(outcome, again, paused, job)
 
 
 def _fallback(again: EnsembleOutcome, paused: np.ndarray, job, scheduler, profiler, budget,
-              later: LaterMethod, note, report: PassReport, devices) -> None:
+              later: LaterMethod, note, report: PassReport, devices, on_host: bool) -> None:
     """The members of `again` (the later method's pass over `paused`) that it did not
-    finish, run again with the first method and the full budget, into `again`."""
+    finish, run again with the first method and the full budget, into `again`: on the
+    host's threads where the later pass ran there (a GPU run) and they are few, else
+    through the scheduler."""
     unfinished = (~np.isin(again.status, FINAL_STATUSES)).nonzero()[0]
     if not unfinished.size:
         return
     members = paused[unfinished]
     started = time.perf_counter()
-    redo = _on_device(job, members, later.fallback, budget.max_steps, scheduler, profiler,
-                      note, report, devices, f"{later.first} again for {later.name}'s failures")
+    redo, where = None, "device" if devices else "host"
+    host = later.fallback_host
+    if on_host and host is not None and host.takes(len(members)):
+        kept = report.where, report.threads, report.measured
+        with phase(profiler, "fallback on host threads"):
+            redo = _on_host(host, members, job, note, report)
+        report.where, report.threads = kept[0], kept[1]
+        if redo is not None:
+            report.measured, where = np.union1d(kept[2], members), "host"
+    if redo is None:
+        redo = _on_device(job, members, later.fallback, budget.max_steps, scheduler,
+                          profiler, note, report, devices,
+                          f"{later.first} again for {later.name}'s failures")
     again.status[unfinished] = redo.status
     for key, values in redo.extras.items():
         again.extras[key][unfinished] = values
@@ -268,7 +292,7 @@ def _fallback(again: EnsembleOutcome, paused: np.ndarray, job, scheduler, profil
     again.kernel_ms += redo.kernel_ms
     report.fallback = members
     report.stages.append({"max_steps": budget.max_steps, "members": int(members.size),
-                          "where": "device" if devices else "host", "method": later.first,
+                          "where": where, "method": later.first,
                           "seconds": time.perf_counter() - started})
 
 

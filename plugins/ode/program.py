@@ -311,18 +311,24 @@ class OdeProgram(Program):
         # the host's (its device passes keep this kernel: no second nvcc build)
         later = spec.later if budget.two_passes and not distributed else None
         rerun = batch_runner(config)
+
+        def host_for(kernel, early: bool = True) -> host_pass.HostSecondPass | None:
+            # on a GPU, a second pass of few members runs on the host's cores (its build
+            # started early where no pilot will tell: `early`; a fallback's build starts
+            # with the later pass, passes._later_passes)
+            return host_pass.for_run(kernel, table, times, len(outputs), config, budget,
+                                     on_device and reduce is None, scheduler,
+                                     pilot or known is not None or not early)
+
+        host = host_for(later.source if later is not None else source)
         if later is not None:
             fallback = rerun
             if not on_device:  # its kernel built when a member first needs it
                 rerun = lambda device, batch: run_batch(device, batch, config,  # noqa: E731
                                                         later.engine())
-            later_run = passes.LaterMethod(later.method, method, fallback,
-                                           in_rerun=not on_device)
-        # on a GPU, a second pass of few members runs on the host's cores (host_pass.py)
-        host = host_pass.for_run(later.source if later is not None else source, table,
-                                 times, len(outputs), config, budget,
-                                 on_device and reduce is None, scheduler,
-                                 pilot or known is not None)
+            later_run = passes.LaterMethod(
+                later.method, method, fallback, in_rerun=not on_device,
+                fallback_host=host_for(source, early=False) if host is not None else None)
         try:
             if job.order is None:  # with a pilot, its order() decides the upload
                 keep_table_on_devices(bool(plans) and plans[0].permutation is not None)
