@@ -19,7 +19,7 @@ from sbmlgpu.results import Status
 from sbmlgpu.views import ode_system
 
 from .ode_helpers import apply, ci, cn, load, needs_compiler, rate_rule_model, reference, run_cpu
-from .shared_data import SEMANTIC, parameters
+from .shared_data import MODELS, SEMANTIC, needs_models, parameters
 from .test_ode_events import _event
 
 needs_nvcc = pytest.mark.skipif(not nvcc_available(), reason="nvcc not found")
@@ -133,3 +133,39 @@ def test_bdf_kernels_compile_for_sm90(states):
                         refill=True)
     assert src.refills and src.method == "bdf"
     assert nvcc_compile(src.text, "sm_90", name=src.name)
+
+
+BRANNMARK = MODELS / "petab-benchmark" / "Brannmark_JBC2010" / "model_Brannmark_JBC2010.xml"
+#: a parameter set sampled within Brannmark_JBC2010's PEtab bounds (member 188 of
+#: benchmarks/ode_cpu_path.py's 1,000) where Newton's increments in a quiet stretch are
+#: the roundoff of f, ~4e-11 of the error weights at atol 1e-12
+BRANNMARK_MEMBER = {
+    "k1a": 123.16801566151024, "k1aBasic": 232.09352280602891, "k1b": 1.8414822846651524,
+    "k1c": 1.7636488121410074, "k1d": 305731.7475686016, "k1e": 40.716776598403705,
+    "k1f": 5.299624227819763, "k1g": 0.0003219420891798753, "k1r": 39311.433212431766,
+    "k21": 1019.5838142585642, "k22": 0.007387755099181349, "k3": 7399.66799263764,
+    "k_IRSiP_DosR": 14734.879588214893, "km2": 236253.070314153, "km3": 42.700432526739625}
+
+
+@needs_models
+def test_newton_increments_at_roundoff_converge_rather_than_halve_the_step():
+    """scipy's test called two increments of ~4e-11 of the weights, the second not
+    smaller, divergence: the step halved, again and again, 237,261 order-1 steps where
+    scipy's BDF (which met no such stretch) took 472; bdf.cuh takes them as converged
+    (BDF_NEWTON_NOISE), and the result still follows rodas4 within the tolerance."""
+    if not BRANNMARK.is_file():
+        pytest.skip(f"{BRANNMARK} not found")
+    network = sbmlgpu.load(str(BRANNMARK))
+    times = np.linspace(0.0, 30.0, 51)
+    params = {k: np.array([v]) for k, v in BRANNMARK_MEMBER.items()}
+
+    def run(method):
+        return sbmlgpu.run(network, times=times, parameters=params, device="cpu",
+                           progress=False, options={"method": method, "rtol": 1e-6,
+                                                    "atol": 1e-12, "pass_steps": 0})
+
+    bdf, rodas4 = run("bdf"), run("rodas4")
+    assert bdf.status[0] == Status.ok and rodas4.status[0] == Status.ok
+    assert bdf.metadata["steps_max"] < 2_000  # 491 at 43862ab + the fix; 237,261 before
+    scale = np.abs(rodas4.data[0]).max(axis=0) + 1e-9
+    assert (np.abs(bdf.data[0] - rodas4.data[0]) / scale).max() < 1e-4

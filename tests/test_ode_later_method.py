@@ -217,3 +217,34 @@ def test_on_a_gpu_the_host_pass_runs_bdf_and_rodas4_again(model, single, monkeyp
     for members, one in ((first, rodas4), (by_bdf, bdf), (by_fallback, rodas4)):
         assert np.array_equal(result.data[members], one.data[members])
     assert np.array_equal(program.last_steps[by_bdf], b[by_bdf])
+
+
+def test_the_model_cache_keeps_the_later_kernel_once_generated(model):
+    """warm_state exports the bdf kernel a run generated, and a warm program (a new
+    process's, without sympy) runs the same members with it, equal to the cold run."""
+    from sbmlgpu.plugins.ode.warm import WarmOdeProgram
+
+    options = OdeOptions(method="auto", cpu_engine="native", pass_steps=PASS_STEPS,
+                         max_steps=10**6).validate()
+    task = TimeCourse(times=TIMES, parameters={"k": K}, seed=5, progress=False)
+    cold_program = OdeBackend().compile(model, options, None)
+    cold = cold_program.run(task)
+    assert cold.metadata["second_pass_method"] == "bdf"
+    state = cold_program.warm_state()
+    (record,) = state["runs"]
+    assert record["later"]["method"] == "bdf"
+    warm_program = WarmOdeProgram(state, options)
+    warm = warm_program.run(task)
+    (spec,) = warm_program.specialised.runs.values()
+    assert spec.later.generated and spec.later.source().text == record["later"]["source"]["text"]
+    assert warm.metadata["second_pass_method"] == "bdf"
+    assert np.array_equal(warm.data, cold.data)
+    assert np.array_equal(warm.status, cold.status)
+
+    # a run that never needed it exports none: its warm run keeps rodas4 throughout
+    roomy = OdeOptions(method="auto", cpu_engine="native", pass_steps=1000).validate()
+    fresh = OdeBackend().compile(model, roomy, None)
+    result = fresh.run(task)  # rodas4 takes at most ~900 steps here: none paused
+    assert result.metadata["method"] == "rodas4"
+    assert result.metadata["second_pass_members"] == 0
+    assert [r["later"] for r in fresh.warm_state()["runs"]] == [None]

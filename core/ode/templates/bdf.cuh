@@ -29,6 +29,8 @@
 #define BDF_NEWTON_MAXITER 4
 #define BDF_MIN_FACTOR ODE_R(0.2)
 #define BDF_MAX_FACTOR ODE_R(10)
+/* Newton increments below this share of the Newton tolerance are roundoff (ode_step) */
+#define BDF_NEWTON_NOISE ODE_R(0.01)
 
 
 /* the NDF's kappa, and gamma_k = sum 1/j, alpha_k = (1 - kappa_k) gamma_k, the error
@@ -239,8 +241,21 @@ SBMLGPU_HD int ode_step(ode_stepper* S, real_t t, real_t h, const real_t* p,
             if (rate >= ODE_R(0) &&
                 (rate >= ODE_R(1) ||
                  ODE_POW(rate, (real_t)(BDF_NEWTON_MAXITER - iterations + 1)) / (ODE_R(1) - rate)
-                     * dy_norm > newton_tol))
+                     * dy_norm > newton_tol)) {
+                /* two increments far below the tolerance that do not shrink are the
+                   roundoff of f, not divergence: converged (scipy's test alone called
+                   that divergence and halved the step, again and again: a member of
+                   Brannmark_JBC2010 at atol 1e-12 took 237,261 order-1 steps of ~1e-4
+                   where scipy's BDF took 472, its increments ~4e-11 of the weights, as
+                   CVODE, whose test scales by min(1, rate), would accept) */
+                if (dy_norm <= BDF_NEWTON_NOISE * newton_tol &&
+                    dy_norm_old <= BDF_NEWTON_NOISE * newton_tol) {
+{{ UNROLL }}
+                    for (int i = 0; i < ODE_NX; ++i) { y[i] += dy[i]; d[i] += dy[i]; }
+                    converged = true;
+                }
                 break;
+            }
 {{ UNROLL }}
             for (int i = 0; i < ODE_NX; ++i) { y[i] += dy[i]; d[i] += dy[i]; }
             if (dy_norm == ODE_R(0) ||
