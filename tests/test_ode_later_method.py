@@ -137,7 +137,8 @@ def test_the_trial_picks_bdf_only_well_below_rodas4s_time():
     pick, why, seconds = method_trial.choose(timed({"rodas4": 0.05, "bdf": 0.005}))
     assert pick == "bdf" and seconds["bdf"] < seconds["rodas4"]
     # both warmed up before either is timed
-    assert calls == [("rodas4", True), ("bdf", True), ("rodas4", False), ("bdf", False)]
+    assert calls == [("rodas4", True), ("bdf", True), ("rodas4", False), ("bdf", False),
+                     ("bdf", False), ("rodas4", False)]
     assert "timed trial of 32 members" in why and "rodas4 5" in why
     assert method_trial.choose(timed({"rodas4": 0.005, "bdf": 0.05}))[0] == "rodas4"
 
