@@ -249,3 +249,26 @@ def test_the_model_cache_keeps_the_later_kernel_once_generated(model):
     assert result.metadata["method"] == "rodas4"
     assert result.metadata["second_pass_members"] == 0
     assert [r["later"] for r in fresh.warm_state()["runs"]] == [None]
+
+
+def test_the_trial_runs_once_per_model_and_span(model, monkeypatch):
+    """Runs with other parameter values (a sampler's calls) keep the first trial's pick;
+    another time span has its own trial."""
+    calls = []
+
+    def choose(run_trial):
+        calls.append(1)
+        return "bdf", "forced bdf", {}
+
+    monkeypatch.setattr(method_trial, "choose", choose)
+    options = OdeOptions(method="auto", cpu_engine="native").validate()
+    program = OdeBackend().compile(model, options, None)
+    k = np.concatenate([K, K[:200]])
+    reasons = []
+    for scale, times in ((1.0, TIMES), (1.5, TIMES), (1.0, TIMES * 2)):
+        result = program.run(TimeCourse(times=times, parameters={"k": k * scale}, seed=5,
+                                        progress=False))
+        assert result.metadata["method"] == "bdf"
+        reasons.append("in an earlier run of this model" in result.metadata["method_reason"])
+    assert len(calls) == 2  # the second run reused the first's pick
+    assert reasons == [False, True, False]

@@ -12,8 +12,9 @@ fixed sample of the task's seed) run with each method under the first pass's ste
 budget, twice each (`choose`), and bdf is chosen where its faster run took at most
 BDF_SHARE of rodas4's (a margin for the timer's noise, rodas4 being the faster on most
 models measured). The host
-builds of both kernels are cached on disk, and the choice with the method check per
-model and parameter values (specialised.py), so that a repeated run pays for neither.
+builds of both kernels are cached on disk, and the pick per model and time span
+(OdeProgram._trial_picks: runs with other parameter values reuse it), so that a
+repeated run pays for neither.
 
 The choice is a measurement: on another machine, or under load, a model near the
 margin may get the other method (both integrate to the same tolerances). `--method

@@ -100,6 +100,11 @@ class OdeProgram(Program):
         #: per kernel and output times, where lanes refill: seconds a step of repeated
         #: runs bundled (True) and not (False), which bundling.measured_verdict reads
         self._order_timings: dict[tuple, dict[bool, float]] = {}
+        #: per kernel model and time span: the CPU path's trial pick (method_trial.py),
+        #: kept for runs with other parameter values (which method is faster is the
+        #: model's more than the values'; a trial per run would cost a sampler's every
+        #: call ~4 x 32 members)
+        self._trial_picks: dict[tuple, tuple[str, str]] = {}
         self._run_lock = threading.Lock()  # one run at a time of a shared program
         self.last_run: dict[str, Any] = {}
 
@@ -460,7 +465,13 @@ class OdeProgram(Program):
         n = table.shape[1]
         if not method_trial.wanted(self.options.method, method, n, self.device is not None):
             return method, why
-        # the CPU path: rodas4 or bdf by a timed trial (method_trial.py)
+        # the CPU path: rodas4 or bdf by a timed trial (method_trial.py), once per model
+        # and time span
+        trial_key = (model.varied, model.outputs, tuple(sorted(model.fixed_values.items())),
+                     float(times[0]), float(times[-1]))
+        if trial_key in self._trial_picks:
+            pick, trial = self._trial_picks[trial_key]
+            return pick, f"{why}; {trial}, in an earlier run of this model"
         members = method_trial.sample(n, seed)
         columns = np.ascontiguousarray(table[:, members])
         ids = members.astype(np.uint64)
@@ -476,6 +487,7 @@ class OdeProgram(Program):
         if any(engine.name != "native" for engine in engines):
             return method, why  # numpy's engine runs scipy member by member: no trial
         pick, trial, _ = method_trial.choose(run)
+        self._trial_picks[trial_key] = (pick, trial)
         return pick, f"{why}; {trial}"
 
     def _trial_steps(self) -> int:
