@@ -272,3 +272,25 @@ def test_the_trial_runs_once_per_model_and_span(model, monkeypatch):
         reasons.append("in an earlier run of this model" in result.metadata["method_reason"])
     assert len(calls) == 2  # the second run reused the first's pick
     assert reasons == [False, True, False]
+
+
+def test_runs_with_other_values_share_the_later_kernel(model):
+    """The bdf kernel is generated once per kernel model, not per parameter values (a
+    sampler's calls under auto each have a method check of their own)."""
+    options = OdeOptions(method="auto", cpu_engine="native", pass_steps=PASS_STEPS).validate()
+    program = OdeBackend().compile(model, options, None)
+    generated = []
+    source = program._source
+
+    def counting(kernel_model, method):
+        generated.append(method)
+        return source(kernel_model, method)
+
+    program._source = counting
+    for scale in (1.0, 1.1):
+        result = program.run(TimeCourse(times=TIMES, parameters={"k": K * scale}, seed=5,
+                                        progress=False))
+        assert result.metadata["second_pass_method"] == "bdf"
+    first, second = program.specialised.runs.values()
+    assert first.later is second.later
+    assert generated.count("bdf") == 1

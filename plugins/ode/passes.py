@@ -271,6 +271,9 @@ def _fallback(again: EnsembleOutcome, paused: np.ndarray, job, scheduler, profil
         return
     members = paused[unfinished]
     started = time.perf_counter()
+    # a member's seconds: its later-method attempt's and then its fallback's (each pass
+    # writes its own)
+    earlier = report.member_seconds[members].copy()
     redo, where = None, "device" if devices else "host"
     host = later.fallback_host
     if on_host and host is not None and host.takes(len(members)):
@@ -284,6 +287,7 @@ def _fallback(again: EnsembleOutcome, paused: np.ndarray, job, scheduler, profil
         redo = _on_device(job, members, later.fallback, budget.max_steps, scheduler,
                           profiler, note, report, devices,
                           f"{later.first} again for {later.name}'s failures")
+    report.member_seconds[members] += np.nan_to_num(earlier)
     again.status[unfinished] = redo.status
     for key, values in redo.extras.items():
         again.extras[key][unfinished] = values

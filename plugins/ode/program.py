@@ -86,6 +86,9 @@ class OdeProgram(Program):
         self.device = device
         self._sources: dict[str, str] = {}
         self._engines: dict[tuple, tuple[KernelSource, Any]] = {}
+        self._engine_lock = threading.RLock()
+        #: per kernel model and method: the later passes' kernel (_later_kernel)
+        self._later_kernels: dict[tuple, LaterKernel] = {}
         #: per (varied, outputs, constants): the kernel model; per parameter values
         #: too: the method check's answer (plugins/ode/specialised.py)
         self.specialised = SpecialisationCache(auto_method=options.method == "auto")
@@ -136,10 +139,13 @@ class OdeProgram(Program):
 
     def _engine(self, model: KernelModel, method: str):
         key = (model.varied, model.outputs, method, tuple(sorted(model.fixed_values.items())))
-        if key not in self._engines:
-            source = self._source(model, method)
-            self._engines[key] = (source, self._engine_of(source, model, method))
-        source, engine = self._engines[key]
+        # under a lock: the prefetch thread (prefetch.py), the CPU path's trial and a GPU
+        # run's host-pass build (LaterKernel) may ask for one kernel at once
+        with self._engine_lock:
+            if key not in self._engines:
+                source = self._source(model, method)
+                self._engines[key] = (source, self._engine_of(source, model, method))
+            source, engine = self._engines[key]
         self._sources[source.name] = source.text  # this run's kernel, also when reused
         return source, engine
 
@@ -151,13 +157,19 @@ class OdeProgram(Program):
         return cpu_engine(source, model, method, self.options)
 
     def _later_kernel(self, model: KernelModel, first: str) -> LaterKernel | None:
-        """The kernel of the later passes' method (passes.later_method), built when
-        first asked for."""
+        """The kernel of the later passes' method (passes.later_method), generated and
+        built when first asked for, once per kernel model (the specialisations of other
+        parameter values share it) through the engine table (the trial's, if it ran)."""
         method = passes.later_method(self.options.method, first)
         if method is None:
             return None
-        return LaterKernel(method, lambda: self._source(model, method),
-                           lambda source: self._engine_of(source, model, method))
+        key = (model.varied, model.outputs, tuple(sorted(model.fixed_values.items())), method)
+        with self._engine_lock:
+            if key not in self._later_kernels:
+                self._later_kernels[key] = LaterKernel(
+                    method, lambda: self._engine(model, method)[0],
+                    lambda source: self._engine(model, method)[1])
+            return self._later_kernels[key]
 
     # -- run --------------------------------------------------------------------
     def run(self, task: TimeCourse, scheduler=None, profiler=None) -> TimeCourseResult:
@@ -325,7 +337,9 @@ class OdeProgram(Program):
                                      on_device and reduce is None, scheduler,
                                      pilot or known is not None or not early)
 
-        host = host_for(later.source if later is not None else source)
+        # the later method's build waits for a paused member (no sympy work in the
+        # background of a run that may never need its kernel)
+        host = host_for(later.source if later is not None else source, early=later is None)
         if later is not None:
             fallback = rerun
             if not on_device:  # its kernel built when a member first needs it
@@ -354,13 +368,20 @@ class OdeProgram(Program):
         steps = np.asarray(outcome.extras.get("steps", ()))
         if steps.dtype.kind not in "iu":
             steps = steps.astype(np.int64)
+        first_steps = steps
+        if second.method and steps.size == n:
+            # the cost model and the order's timings are the first method's: a member
+            # the later method ran took at least --pass-steps of the first's steps
+            first_steps = steps.copy()
+            first_steps[second.rerun] = np.maximum(steps[second.rerun], second.pass_steps)
         if timed and steps.size == n:  # the whole run's seconds a step, this order
             self._order_timings.setdefault(fit_key, {})[plan.permutation is not None] = \
-                (time.perf_counter() - started) / max(float(steps.sum(dtype=np.int64)), 1.0)
+                (time.perf_counter() - started) / max(float(first_steps.sum(dtype=np.int64)),
+                                                      1.0)
         if reuse and steps.size == n:
             with phase(profiler, "fit the next run's cost model"):
                 sample = bundling.run_sample(n, o.pilot_size, task.seed)
-                self._cost_fits[fit_key] = bundling.fit(table64, sample, steps[sample],
+                self._cost_fits[fit_key] = bundling.fit(table64, sample, first_steps[sample],
                                                         "the previous run")
         slowest = int(steps.argmax()) if steps.size else None
         extra: dict[str, Any] = {}
