@@ -288,12 +288,7 @@ def _fallback(again: EnsembleOutcome, paused: np.ndarray, job, scheduler, profil
                           profiler, note, report, devices,
                           f"{later.first} again for {later.name}'s failures")
     report.member_seconds[members] += np.nan_to_num(earlier)
-    again.status[unfinished] = redo.status
-    for key, values in redo.extras.items():
-        again.extras[key][unfinished] = values
-    if again.data is not None:
-        again.data[unfinished] = redo.data
-    again.kernel_ms += redo.kernel_ms
+    _merge_rows(again, redo, unfinished)
     report.fallback = members
     report.stages.append({"max_steps": budget.max_steps, "members": int(members.size),
                           "where": where, "method": later.first,
@@ -510,12 +505,7 @@ def _second_pass(job: EnsembleJob, paused: np.ndarray, rerun: RunBatch,
 def _merge(outcome: EnsembleOutcome, again: EnsembleOutcome, paused: np.ndarray,
            job: EnsembleJob) -> None:
     """The second pass's members into the first pass's outcome, in place."""
-    outcome.status[paused] = again.status
-    for key, values in again.extras.items():
-        outcome.extras[key][paused] = values
-    outcome.kernel_ms += again.kernel_ms
-    if outcome.data is not None:
-        outcome.data[paused] = again.data
+    _merge_rows(outcome, again, paused)
     if job.summary is not None:
         grid = outcome.target.grid
         stats = outcome.stats.merge(job.summary.fold(again.data, again.status, grid))
@@ -523,3 +513,14 @@ def _merge(outcome: EnsembleOutcome, again: EnsembleOutcome, paused: np.ndarray,
         outcome.stats = stats
         outcome.summary = stats.summary(job.summary, tuple(job.shape), job.quantiles, ok,
                                         len(outcome.status) - ok)
+
+
+def _merge_rows(outcome: EnsembleOutcome, again: EnsembleOutcome, rows: np.ndarray) -> None:
+    """`again`'s statuses, extras, time courses and kernel time into `rows` of
+    `outcome`, in place."""
+    outcome.status[rows] = again.status
+    for key, values in again.extras.items():
+        outcome.extras[key][rows] = values
+    outcome.kernel_ms += again.kernel_ms
+    if outcome.data is not None:
+        outcome.data[rows] = again.data

@@ -138,7 +138,7 @@ class OdeProgram(Program):
         return source
 
     def _engine(self, model: KernelModel, method: str):
-        key = (model.varied, model.outputs, method, tuple(sorted(model.fixed_values.items())))
+        key = (*_kernel_model_key(model), method)
         # under a lock: the prefetch thread (prefetch.py), the CPU path's trial and a GPU
         # run's host-pass build (LaterKernel) may ask for one kernel at once
         with self._engine_lock:
@@ -163,7 +163,7 @@ class OdeProgram(Program):
         method = passes.later_method(self.options.method, first)
         if method is None:
             return None
-        key = (model.varied, model.outputs, tuple(sorted(model.fixed_values.items())), method)
+        key = (*_kernel_model_key(model), method)
         with self._engine_lock:
             if key not in self._later_kernels:
                 self._later_kernels[key] = LaterKernel(
@@ -488,8 +488,7 @@ class OdeProgram(Program):
             return method, why
         # the CPU path: rodas4 or bdf by a timed trial (method_trial.py), once per model
         # and time span
-        trial_key = (model.varied, model.outputs, tuple(sorted(model.fixed_values.items())),
-                     float(times[0]), float(times[-1]))
+        trial_key = (*_kernel_model_key(model), float(times[0]), float(times[-1]))
         if trial_key in self._trial_picks:
             pick, trial = self._trial_picks[trial_key]
             return pick, f"{why}; {trial}, in an earlier run of this model"
@@ -525,6 +524,11 @@ class OdeProgram(Program):
                     engine.kernel(device)
             else:
                 engine.kernel(device)
+
+
+def _kernel_model_key(model: KernelModel) -> tuple:
+    """What tells kernel models apart: varied ids, outputs, the literal constants."""
+    return model.varied, model.outputs, tuple(sorted(model.fixed_values.items()))
 
 
 def launch_config(o: OdeOptions, method: str, max_steps: int, seed: int) -> LaunchConfig:
