@@ -174,6 +174,9 @@ extern "C" __global__ void __launch_bounds__({{ block_size }})
 #endif
 
 #ifdef SBMLGPU_HOST_ENTRY
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 /* The same integration on the host, member after member. Returns 0. */
 extern "C" int {{ sink.entry }}_host(long long n, const real_t* table, const real_t* times,
                                 int n_times, {{ sink.params | replace(" __restrict__", "") }},
@@ -187,9 +190,15 @@ extern "C" int {{ sink.entry }}_host(long long n, const real_t* table, const rea
 {
 {{ make_config -}}
 #ifdef _OPENMP
-// no threads for one chunk of members: the team's start-up and barrier cost more
-// than a small run (issue 13: 30 ms for one member on a busy machine)
-#pragma omp parallel for schedule(dynamic, 16) if(n > 16)
+    /* Chunks of 16 members keep the queue's atomics rare in a large run; a few
+       members (a second pass's hard ones, each of up to 10^6 steps) go one at a
+       time, or 16 of 17 would run on one thread while the others idle (issue 13:
+       Elowitz_Nature2000's 17 hard members took 2.0 s on 2 threads where the
+       slowest alone takes 0.84 s). One member: no team, whose start-up costs more
+       than a small run (30 ms for one member on a busy machine). */
+    long long chunk = n / (8LL * omp_get_max_threads());
+    chunk = chunk < 1 ? 1 : chunk > 16 ? 16 : chunk;
+#pragma omp parallel for schedule(dynamic, chunk) if(n > 1)
 #endif
     for (long long i = 0; i < n; ++i) {
         unsigned long long member = members ? members[i] : first_member + (unsigned long long)i;
