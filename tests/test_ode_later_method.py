@@ -109,6 +109,37 @@ def test_a_method_the_user_chose_runs_every_pass(model, single):
     assert np.array_equal(steps, r)
 
 
+def test_a_bdf_build_that_fails_leaves_the_second_pass_to_rodas4(model, single, caplog,
+                                                                monkeypatch):
+    """On the CPU path a failed build of the later kernel is a warning, not the end of
+    the run: the paused members run with rodas4, as under --method rodas4."""
+    from sbmlgpu.runtime.host import HostCompileError
+
+    rodas4, r = single["rodas4"]
+    options = OdeOptions(method="auto", cpu_engine="native", pass_steps=PASS_STEPS,
+                         max_steps=UNLIMITED).validate()
+    program = OdeBackend().compile(model, options, None)
+    build = program._engine_of
+
+    def failing(source, kernel_model, method):
+        if method == "bdf":
+            raise HostCompileError("ode_bdf", "g++", "g++ said no (a test)", "")
+        return build(source, kernel_model, method)
+
+    monkeypatch.setattr(program, "_engine_of", failing)
+    with caplog.at_level("WARNING", logger="sbmlgpu.ode"):
+        result = program.run(TimeCourse(times=TIMES, parameters={"k": K}, seed=5,
+                                        progress=False))
+    meta = result.metadata
+    assert meta["method"] == "rodas4"
+    assert meta["second_pass_members"] == (r > PASS_STEPS).sum() > 0
+    assert meta["second_pass_method"] is None and meta["second_pass_fallback"] is None
+    assert np.array_equal(result.data, rodas4.data)
+    assert np.array_equal(program.last_steps, r)
+    assert any("bdf kernel" in m and "g++ said no" in m and "run with rodas4" in m
+               for m in caplog.messages)
+
+
 def test_without_paused_members_no_bdf_kernel_is_generated(model):
     options = OdeOptions(method="auto", cpu_engine="native").validate()
     program = OdeBackend().compile(model, options, None)
@@ -191,7 +222,10 @@ def test_on_a_gpu_the_host_pass_runs_bdf_and_rodas4_again(model, single, monkeyp
     """A GPU run (the fake device of test_ode_passes_host.py: the kernel's host build):
     the host's second pass builds the bdf kernel, and bdf's failures run with the host
     build of rodas4's (or, where the host does not take them, the device's rodas4
-    kernel); each member equals a one-pass run of the method that finished it."""
+    kernel); each member equals a one-pass run of the method that finished it. On the
+    host, each bdf failure runs again in its thread as soon as bdf gives up on it (a
+    stage that overlaps bdf's); where rodas4's host build failed, after the bdf pass on
+    the device."""
     from sbmlgpu.plugins.ode import host_pass
 
     from .test_ode_passes_host import fake_gpu
@@ -199,17 +233,20 @@ def test_on_a_gpu_the_host_pass_runs_bdf_and_rodas4_again(model, single, monkeyp
     rodas4, r = single["rodas4"]
     bdf, b = single["bdf"]
     limit, (first, by_bdf, by_fallback, stopped) = step_limit(r, b)
-    retried = (by_fallback | stopped).sum()
-    # the host takes the second pass; the fallback too, or (fewer members) not
-    monkeypatch.setattr(host_pass.HostSecondPass, "takes", lambda host, m: 0 < m and (
-        fallback_on == "host" or m != retried))
+    # the host takes the second pass (here more members than 16 a core)
+    monkeypatch.setattr(host_pass.HostSecondPass, "takes", lambda host, m: 0 < m)
+    if fallback_on == "device":  # the host build of rodas4's kernel fails
+        kernel = host_pass.HostSecondPass.kernel
+        monkeypatch.setattr(host_pass.HostSecondPass, "kernel", lambda host: (
+            kernel(host) if callable(host.source) else None))  # bdf's: a LaterKernel's
     result, program = fake_gpu(model, K, method="auto", pass_steps=PASS_STEPS,
                                max_steps=limit)
     meta = result.metadata
     assert meta["method"] == "rodas4" and meta["second_pass_method"] == "bdf"
     assert meta["second_pass_where"] == "host"
-    assert [(s["where"], s.get("method")) for s in meta["later_passes"]] == \
-        [("host", "bdf"), (fallback_on, "rodas4")]
+    assert [(s["where"], s.get("method"), s.get("overlaps")) for s in meta["later_passes"]] \
+        == [("host", "bdf", None), (fallback_on, "rodas4",
+                                    "bdf" if fallback_on == "host" else None)]
     assert meta["second_pass_fallback"]["count"] == (by_fallback | stopped).sum()
     assert any("bdf" in name for name in program.sources)
     status = np.asarray(result.status)

@@ -49,9 +49,9 @@ class Spy:
             self.gpu_members.append(int(table.shape[1]))
             return gpu_run(engine, device, table, *args, **kwargs)
 
-        def on_host(host, members, done=None):
+        def on_host(host, members, done=None, retry=None):
             self.host_runs.append(len(members))
-            return host_run(host, members, done)
+            return host_run(host, members, done, retry)
 
         def made(*args, **kwargs):
             host = for_run(*args, **kwargs)

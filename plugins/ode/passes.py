@@ -34,8 +34,9 @@ bdf does not finish (a step size that underflows, a step limit: any status but o
 time_limit) run once more with rodas4 and the full budget (`LaterMethod.fallback`), so
 that a member fails only where both methods fail: on the host's cores where bdf ran
 there (a GPU run; on the device these hard members cost a GPU thread each, ~30x a core:
-Elowitz_Nature2000, 10^4 members on an H200, 34 of them took 33.8 s there), else
-through the scheduler. The CPU path runs the whole second
+Elowitz_Nature2000, 10^4 members on an H200, 34 of them took 33.8 s there), each in its
+thread as soon as bdf gives up on it (host_pass.Retry: after the whole bdf pass, the
+same 34 took 3.64 s on top of its 2.29 s), else through the scheduler. The CPU path runs the whole second
 pass with bdf; on a GPU only the host's second pass does (below), as a bdf kernel on
 the device would be a second nvcc build and is not measured there.
 
@@ -67,6 +68,8 @@ from sbmlgpu.results import Status
 from sbmlgpu.schedule.ensemble import (EnsembleJob, EnsembleOutcome, MemberBatch,
                                        MemberResults, run_ensemble)
 from sbmlgpu.schedule.progress import Progress
+
+from . import host_pass
 
 log = logging.getLogger("sbmlgpu.ode")
 
@@ -117,6 +120,9 @@ class LaterMethod:
     #: few (on the device each of these hard members took a GPU thread's ~30x a
     #: core's time: Elowitz_Nature2000, 10^4 members on an H200, 34 of them 33.8 s)
     fallback_host: Any = None
+    #: where `in_rerun`: builds the later method's kernel before its pass, False where
+    #: that failed (said in a warning), and the pass then keeps the first method
+    ready: Callable[[], bool] | None = None
 
 
 @dataclass
@@ -223,6 +229,9 @@ def _later_passes(outcome, paused, job, scheduler, profiler, budget, rerun, reru
     3/4 of the 16's steps), which goes to the host where it is few and to the device
     with the full budget otherwise (then the middle pass cost at most its own bounded
     time: MIDDLE_PASS_FACTOR x --pass-steps steps of one GPU thread)."""
+    if later is not None and later.in_rerun and later.ready is not None \
+            and not later.ready():
+        rerun, later = later.fallback, None  # the first method, as without `later`
     middle = min(budget.pass_steps * MIDDLE_PASS_FACTOR, budget.max_steps)
     if host is not None and not host.takes(len(paused)) and rerun_at is not None \
             and middle < budget.max_steps:
@@ -235,12 +244,17 @@ def _later_passes(outcome, paused, job, scheduler, profiler, budget, rerun, reru
         paused = paused[again.status == Status.max_steps]
         if not len(paused):
             return
-    again = None
+    again = retried = None
     if host is not None and host.takes(len(paused)):
+        retry = None
         if later is not None and later.fallback_host is not None:
             later.fallback_host.start_build()  # built while the later method runs
+            if later.fallback_host.takes(len(paused)):
+                # each of the later method's failures again with the first method in
+                # its thread at once (host_pass.Retry)
+                retry = host_pass.Retry(later.fallback_host, FINAL_STATUSES)
         with phase(profiler, "second pass on host threads"):
-            again = _on_host(host, paused, job, note, report)
+            again, retried = _on_host(host, paused, job, note, report, retry)
     by_later = later is not None and (again is not None or later.in_rerun)
     on_host = again is not None
     if again is None:
@@ -255,18 +269,36 @@ def _later_passes(outcome, paused, job, scheduler, profiler, budget, rerun, reru
     if not outcome.root:
         return
     if by_later:
+        if retried is not None and retried.mask.any():
+            _retried_on_host(paused, retried, budget, later, report)
         _fallback(again, paused, job, scheduler, profiler, budget, later, note, report,
-                  devices, on_host)
+                  devices, on_host, retried)
     _merge(outcome, again, paused, job)
 
 
+def _retried_on_host(paused: np.ndarray, retried: RetriedOnHost, budget: StepBudget,
+                     later: LaterMethod, report: PassReport) -> None:
+    """The report of the later method's failures that the host pass ran again in
+    their threads: a stage whose wall time (from the first retry's start to the last
+    one's end) overlaps the later method's."""
+    members = paused[retried.mask]
+    report.fallback = members
+    report.stages.append({"max_steps": budget.max_steps, "members": int(members.size),
+                          "where": "host", "method": later.first,
+                          "seconds": retried.span, "overlaps": later.name})
+
+
 def _fallback(again: EnsembleOutcome, paused: np.ndarray, job, scheduler, profiler, budget,
-              later: LaterMethod, note, report: PassReport, devices, on_host: bool) -> None:
+              later: LaterMethod, note, report: PassReport, devices, on_host: bool,
+              retried: "RetriedOnHost | None" = None) -> None:
     """The members of `again` (the later method's pass over `paused`) that it did not
-    finish, run again with the first method and the full budget, into `again`: on the
-    host's threads where the later pass ran there (a GPU run) and they are few, else
-    through the scheduler."""
-    unfinished = (~np.isin(again.status, FINAL_STATUSES)).nonzero()[0]
+    finish and the host pass did not run again already (`retried`), run again with the
+    first method and the full budget, into `again`: on the host's threads where the
+    later pass ran there (a GPU run) and they are few, else through the scheduler."""
+    unfinished = ~np.isin(again.status, FINAL_STATUSES)
+    if retried is not None:
+        unfinished &= ~retried.mask
+    unfinished = unfinished.nonzero()[0]
     if not unfinished.size:
         return
     members = paused[unfinished]
@@ -279,7 +311,7 @@ def _fallback(again: EnsembleOutcome, paused: np.ndarray, job, scheduler, profil
     if on_host and host is not None and host.takes(len(members)):
         kept = report.where, report.threads, report.measured
         with phase(profiler, "fallback on host threads"):
-            redo = _on_host(host, members, job, note, report)
+            redo, _ = _on_host(host, members, job, note, report)
         report.where, report.threads = kept[0], kept[1]
         if redo is not None:
             report.measured, where = np.union1d(kept[2], members), "host"
@@ -289,7 +321,7 @@ def _fallback(again: EnsembleOutcome, paused: np.ndarray, job, scheduler, profil
                           f"{later.first} again for {later.name}'s failures")
     report.member_seconds[members] += np.nan_to_num(earlier)
     _merge_rows(again, redo, unfinished)
-    report.fallback = members
+    report.fallback = np.union1d(report.fallback, members)
     report.stages.append({"max_steps": budget.max_steps, "members": int(members.size),
                           "where": where, "method": later.first,
                           "seconds": time.perf_counter() - started})
@@ -312,10 +344,22 @@ def _on_device(job, members, rerun, steps, scheduler, profiler, note, report, de
     return again
 
 
+@dataclass(frozen=True)
+class RetriedOnHost:
+    """The members of a host pass that ran again with host_pass.Retry's kernel:
+    `mask` over the pass's members, `span` the retries' wall time (first start to
+    last end)."""
+
+    mask: np.ndarray
+    span: float
+
+
 def _on_host(host, paused: np.ndarray, job: EnsembleJob, note: "LongPassNote",
-             report: PassReport) -> EnsembleOutcome | None:
-    """The second pass on the host's threads (host_pass.py); None where its build
-    failed (the device then runs it)."""
+             report: PassReport, retry=None,
+             ) -> tuple[EnsembleOutcome | None, RetriedOnHost | None]:
+    """The second pass on the host's threads (host_pass.py), with `retry`'s members
+    run again in their threads; (None, None) where its build failed (the device then
+    runs it)."""
     threads = min(host.cores, len(paused))
     progress = Progress(len(paused), enabled=job.progress,
                         desc=f"{job.desc} (second pass on {threads} host threads: "
@@ -332,16 +376,19 @@ def _on_host(host, paused: np.ndarray, job: EnsembleJob, note: "LongPassNote",
     try:
         with note.watch("the second pass (on the host)", len(paused),
                         lambda: len(paused) - done[0]):
-            result = host.run(paused, done=advance)
+            result = host.run(paused, done=advance, retry=retry)
     finally:
         progress.close()
     report.stage_seconds = time.perf_counter() - started
     if result is None:
-        return None
+        return None, None
     report.where, report.threads = "host", result.threads
     report.member_seconds[paused] = result.seconds
     report.measured = paused
-    return EnsembleOutcome(True, result.status, result.data, extras={"steps": result.steps})
+    retried = RetriedOnHost(result.retried, result.retry_span) \
+        if result.retried is not None else None
+    return EnsembleOutcome(True, result.status, result.data,
+                           extras={"steps": result.steps}), retried
 
 
 class MemberClock:

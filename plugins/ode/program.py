@@ -347,7 +347,8 @@ class OdeProgram(Program):
                                                         later.engine())
             later_run = passes.LaterMethod(
                 later.method, method, fallback, in_rerun=not on_device,
-                fallback_host=host_for(source, early=False) if host is not None else None)
+                fallback_host=host_for(source, early=False) if host is not None else None,
+                ready=None if on_device else lambda: _later_built(later, method))
         try:
             if job.order is None:  # with a pilot, its order() decides the upload
                 keep_table_on_devices(bool(plans) and plans[0].permutation is not None)
@@ -524,6 +525,24 @@ class OdeProgram(Program):
                     engine.kernel(device)
             else:
                 engine.kernel(device)
+
+
+def _later_built(later: LaterKernel, first: str) -> bool:
+    """The CPU path's later kernel (`later`) generated and built; False, with a
+    warning, where that failed: the members past --pass-steps then run with `first`,
+    as they would without the later method (a failed build of an optional kernel is
+    no reason to lose the run)."""
+    try:
+        later.engine()
+    except Exception as exc:  # noqa: BLE001 - the first method runs the pass instead
+        # the message's head (a compiler's whole log would bury the warning); the
+        # full error: the same run with --method <later method>
+        head = " ".join(str(exc).split())[:300]
+        log.warning("the %s kernel for the members past --pass-steps could not be built "
+                    "(%s: %s): they run with %s (--method %s shows the whole error)",
+                    later.method, type(exc).__name__, head, first, later.method)
+        return False
+    return True
 
 
 def _kernel_model_key(model: KernelModel) -> tuple:
