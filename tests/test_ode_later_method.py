@@ -121,23 +121,29 @@ def test_a_bdf_build_that_fails_leaves_the_second_pass_to_rodas4(model, single, 
     program = OdeBackend().compile(model, options, None)
     build = program._engine_of
 
+    builds = []
+
     def failing(source, kernel_model, method):
         if method == "bdf":
+            builds.append(method)
             raise HostCompileError("ode_bdf", "g++", "g++ said no (a test)", "")
         return build(source, kernel_model, method)
 
     monkeypatch.setattr(program, "_engine_of", failing)
-    with caplog.at_level("WARNING", logger="sbmlgpu.ode"):
-        result = program.run(TimeCourse(times=TIMES, parameters={"k": K}, seed=5,
-                                        progress=False))
-    meta = result.metadata
-    assert meta["method"] == "rodas4"
-    assert meta["second_pass_members"] == (r > PASS_STEPS).sum() > 0
-    assert meta["second_pass_method"] is None and meta["second_pass_fallback"] is None
-    assert np.array_equal(result.data, rodas4.data)
-    assert np.array_equal(program.last_steps, r)
-    assert any("bdf kernel" in m and "g++ said no" in m and "run with rodas4" in m
-               for m in caplog.messages)
+    for run in range(2):  # the second run neither builds again nor warns again
+        with caplog.at_level("WARNING", logger="sbmlgpu.ode"):
+            result = program.run(TimeCourse(times=TIMES, parameters={"k": K}, seed=5,
+                                            progress=False))
+        meta = result.metadata
+        assert meta["method"] == "rodas4"
+        assert meta["second_pass_members"] == (r > PASS_STEPS).sum() > 0
+        assert meta["second_pass_method"] is None and meta["second_pass_fallback"] is None
+        assert np.array_equal(result.data, rodas4.data)
+        assert np.array_equal(program.last_steps, r)
+        assert builds == ["bdf"]
+        warned = [m for m in caplog.messages
+                  if "bdf kernel" in m and "g++ said no" in m and "run with rodas4" in m]
+        assert len(warned) == 1
 
 
 def test_without_paused_members_no_bdf_kernel_is_generated(model):
@@ -216,7 +222,7 @@ def test_a_large_stiff_ensemble_runs_with_the_trials_pick(model, monkeypatch):
         assert not np.array_equal(result.data, run(other, pass_steps=0).data)
 
 
-@pytest.mark.parametrize("fallback_on", ["host", "device"])
+@pytest.mark.parametrize("fallback_on", ["host", "host, built late", "device"])
 def test_on_a_gpu_the_host_pass_runs_bdf_and_rodas4_again(model, single, monkeypatch,
                                                           fallback_on):
     """A GPU run (the fake device of test_ode_passes_host.py: the kernel's host build):
@@ -224,29 +230,52 @@ def test_on_a_gpu_the_host_pass_runs_bdf_and_rodas4_again(model, single, monkeyp
     build of rodas4's (or, where the host does not take them, the device's rodas4
     kernel); each member equals a one-pass run of the method that finished it. On the
     host, each bdf failure runs again in its thread as soon as bdf gives up on it (a
-    stage that overlaps bdf's); where rodas4's host build failed, after the bdf pass on
-    the device."""
+    stage that overlaps bdf's; where rodas4's host build is not done yet, once it is,
+    the threads going on with other members meanwhile); where rodas4's host build
+    failed, after the bdf pass on the device."""
+    import time
+
     from sbmlgpu.plugins.ode import host_pass
 
-    from .test_ode_passes_host import fake_gpu
+    from .test_ode_passes_host import Spy, fake_gpu
 
     rodas4, r = single["rodas4"]
     bdf, b = single["bdf"]
     limit, (first, by_bdf, by_fallback, stopped) = step_limit(r, b)
+    retried = (by_fallback | stopped).sum()
     # the host takes the second pass (here more members than 16 a core)
     monkeypatch.setattr(host_pass.HostSecondPass, "takes", lambda host, m: 0 < m)
+    # bdf's host build is a LaterKernel's (its source a callable), rodas4's a KernelSource
+    load = host_pass.HostSecondPass._load
     if fallback_on == "device":  # the host build of rodas4's kernel fails
         kernel = host_pass.HostSecondPass.kernel
         monkeypatch.setattr(host_pass.HostSecondPass, "kernel", lambda host: (
-            kernel(host) if callable(host.source) else None))  # bdf's: a LaterKernel's
+            kernel(host) if callable(host.source) else None))
+    if fallback_on == "host, built late":  # rodas4's build ends after bdf's pass began
+        built_late = []
+
+        def late(host):
+            if not callable(host.source):
+                time.sleep(0.5)
+                built_late.append(True)
+            return load(host)
+
+        monkeypatch.setattr(host_pass.HostSecondPass, "_load", late)
+    spy = Spy(monkeypatch)
     result, program = fake_gpu(model, K, method="auto", pass_steps=PASS_STEPS,
                                max_steps=limit)
     meta = result.metadata
     assert meta["method"] == "rodas4" and meta["second_pass_method"] == "bdf"
     assert meta["second_pass_where"] == "host"
+    on_host = fallback_on != "device"
     assert [(s["where"], s.get("method"), s.get("overlaps")) for s in meta["later_passes"]] \
-        == [("host", "bdf", None), (fallback_on, "rodas4",
-                                    "bdf" if fallback_on == "host" else None)]
+        == [("host", "bdf", None), ("host" if on_host else "device", "rodas4",
+                                    "bdf" if on_host else None)]
+    # one host pass: the retries ran in its threads (or, rodas4's host build failing,
+    # the device ran them after a host pass that could not)
+    assert spy.host_runs == [int((~first).sum())] + ([] if on_host else [int(retried)])
+    if fallback_on == "host, built late":
+        assert built_late == [True]
     assert meta["second_pass_fallback"]["count"] == (by_fallback | stopped).sum()
     assert any("bdf" in name for name in program.sources)
     status = np.asarray(result.status)

@@ -122,6 +122,11 @@ class HostSecondPass:
     def build_started(self) -> bool:
         return self._thread is not None
 
+    @property
+    def built(self) -> bool:
+        """Whether the build has ended (well or not): kernel() will not wait."""
+        return self._thread is not None and not self._thread.is_alive()
+
     def _build(self) -> None:
         try:
             self._kernel = self._load()
@@ -148,13 +153,13 @@ class HostSecondPass:
     # -- the pass ------------------------------------------------------------------------
     def run(self, members: np.ndarray, done=None,
             retry: Retry | None = None) -> HostPassResult | None:
-        """`members` (ids) integrated with the full budget on a pool of host threads;
-        `done(k)` is called as k more members finish. `retry`: a member that ends
-        with another status than `retry.final` runs again with `retry.host`'s kernel
-        in its thread (not where that build failed: the caller then has it).
-        None when the build failed."""
-        from concurrent.futures import ThreadPoolExecutor  # only when the pass runs here
-
+        """`members` (ids) integrated with the full budget on host threads, each
+        taking the next member as it finishes one; `done(k)` is called as k more
+        members finish. `retry`: a member that ends with another status than
+        `retry.final` runs again with `retry.host`'s kernel, at once where that build
+        is done, else when it is (its thread goes on with the next member meanwhile,
+        rather than wait for g++); not where that build failed (the caller then has
+        the member). None when this pass's build failed."""
         kernel = self.kernel()
         if kernel is None:
             return None
@@ -162,33 +167,76 @@ class HostSecondPass:
         status = np.empty(m, np.int8)
         steps = np.empty(m, np.int32)
         data = np.empty((m, len(self.times), self.n_outputs), kernel.dtype)
-        seconds = np.empty(m)
+        seconds = np.empty(m)  # a member's own: its first attempt, then its retry
         retried = np.zeros(m, bool) if retry is not None else None
         span = [np.inf, -np.inf]  # the retries' first start, last end
+        lock = threading.Lock()
+        first = iter(range(m))  # the members' first attempts, in order
+        waiting: list[int] = []  # retries waiting for retry.host's build
+        ran_out = [False]  # every first attempt taken
 
-        def one(position: int) -> None:
-            member = int(members[position])
+        def next_task() -> tuple[bool, int] | None:
+            """(is a retry, position), or None when nothing is left to take."""
+            with lock:
+                if waiting and (ran_out[0] or retry.host.built):
+                    return True, waiting.pop(0)
+                position = next(first, None)
+                if position is not None:
+                    return False, position
+                ran_out[0] = True
+                return (True, waiting.pop(0)) if waiting else None
+
+        def attempt(position: int) -> None:
             started = time.perf_counter()
-            s, k = self._member(kernel, member, data[position])
-            if retry is not None and s not in retry.final:
-                again = retry.host.kernel()  # built while the first attempts ran
-                if again is not None:
-                    begun = time.perf_counter()
-                    s, k = retry.host._member(again, member, data[position])
-                    retried[position] = True
-                    ended = time.perf_counter()
-                    with self._lock:
-                        span[:] = min(span[0], begun), max(span[1], ended)
+            s, k = self._member(kernel, int(members[position]), data[position])
             seconds[position] = time.perf_counter() - started
             status[position], steps[position] = s, k
+            if retry is not None and s not in retry.final:
+                if not retry.host.built:
+                    with lock:
+                        waiting.append(position)
+                    return
+                again(position)
+                return
             if done is not None:
                 done(1)
 
+        def again(position: int) -> None:
+            kernel_again = retry.host.kernel()  # waits only where nothing else is left
+            if kernel_again is not None:
+                begun = time.perf_counter()
+                s, k = retry.host._member(kernel_again, int(members[position]),
+                                          data[position])
+                ended = time.perf_counter()
+                seconds[position] += ended - begun
+                status[position], steps[position] = s, k
+                retried[position] = True
+                with lock:
+                    span[:] = min(span[0], begun), max(span[1], ended)
+            if done is not None:
+                done(1)
+
+        errors: list[BaseException] = []
+
+        def worker() -> None:
+            try:
+                while not errors:
+                    task = next_task()
+                    if task is None:
+                        return
+                    (again if task[0] else attempt)(task[1])
+            except BaseException as exc:  # noqa: BLE001 - the run's, raised below
+                errors.append(exc)
+
         threads = min(self.cores, m)
-        with ThreadPoolExecutor(max_workers=threads,
-                                thread_name_prefix="sbmlgpu-ode-host-pass") as pool:
-            for future in [pool.submit(one, i) for i in range(m)]:
-                future.result()  # a member's exception is the run's
+        workers = [threading.Thread(target=worker, daemon=True,
+                                    name=f"sbmlgpu-ode-host-pass-{i}") for i in range(threads)]
+        for thread in workers:
+            thread.start()
+        for thread in workers:
+            thread.join()
+        if errors:
+            raise errors[0]  # a member's exception is the run's
         return HostPassResult(status, steps, data, seconds, threads, retried,
                               max(span[1] - span[0], 0.0))
 

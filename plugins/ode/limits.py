@@ -75,7 +75,10 @@ def metadata(options: OdeOptions, status: np.ndarray, steps: np.ndarray, second,
                                  "members": [int(i) for i in second.fallback[:MAX_LISTED]]}
         if len(second.fallback) else None,
         # the passes after the first, in order: a middle pass on the device, then the
-        # last with the full budget ({max_steps, members, where, seconds} each)
+        # last with the full budget ({max_steps, members, where, seconds} each; under
+        # --method auto also `method`, and the first method's retries of the later
+        # method's failures, a stage of its own: `overlaps` names the stage whose
+        # threads ran them, whose seconds then include theirs)
         "later_passes": list(second.stages),
     }
 

@@ -34,7 +34,7 @@ import numpy as np
 from sbmlgpu.backend import Program
 from sbmlgpu.tasks import TimeCourse
 from sbmlgpu.ensemble_summary import OVER_OK_MEMBERS
-from sbmlgpu.errors import OptionError
+from sbmlgpu.errors import DeviceError, OptionError
 from sbmlgpu.ode.engines import BatchOutput, GpuEngine, LaunchConfig, bytes_per_member
 from sbmlgpu.ode.kernel_source import DEFAULT_HISTORY_NODES, KernelSource
 from sbmlgpu.ode.sinks import LAUNCH_ORDER
@@ -529,12 +529,15 @@ class OdeProgram(Program):
 
 def _later_built(later: LaterKernel, first: str) -> bool:
     """The CPU path's later kernel (`later`) generated and built; False, with a
-    warning, where that failed: the members past --pass-steps then run with `first`,
-    as they would without the later method (a failed build of an optional kernel is
-    no reason to lose the run)."""
+    warning the first time, where the build failed (the compiler rejected the source,
+    or is gone): the members past --pass-steps then run with `first`, as they would
+    without the later method (a failed build of an optional kernel is no reason to
+    lose the run). An error in generating the source is a bug, and the run's."""
+    if later.build_error is not None:
+        return False  # said when it failed; not built again
     try:
         later.engine()
-    except Exception as exc:  # noqa: BLE001 - the first method runs the pass instead
+    except (DeviceError, OSError) as exc:
         # the message's head (a compiler's whole log would bury the warning); the
         # full error: the same run with --method <later method>
         head = " ".join(str(exc).split())[:300]

@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from sbmlgpu.errors import DeviceError
 from sbmlgpu.ode.kernel_source import KernelSource
 
 #: method checks remembered per model (a sweep over many tables must not grow without end)
@@ -53,6 +54,9 @@ class LaterKernel:
         self._make_engine = make_engine
         self._source = source
         self._engine = None
+        #: the build's error where it failed: raised again, not built again, by later
+        #: runs (a sampler's every call would pay sympy and g++ for the same failure)
+        self.build_error: Exception | None = None
         self._lock = threading.Lock()
 
     @property
@@ -66,11 +70,21 @@ class LaterKernel:
             return self._source
 
     def engine(self):
-        source = self.source()
-        with self._lock:
-            if self._engine is None:
-                self._engine = self._make_engine(source)
-            return self._engine
+        """The built engine; raises the build's DeviceError (a compiler that rejects
+        the source or is missing) or OSError, the first time and every time after."""
+        if self.build_error is not None:
+            raise self.build_error
+        try:
+            # the source too: OdeProgram makes it through its engine table, which
+            # builds the engine with it
+            source = self.source()
+            with self._lock:
+                if self._engine is None:
+                    self._engine = self._make_engine(source)
+                return self._engine
+        except (DeviceError, OSError) as exc:
+            self.build_error = exc
+            raise
 
 
 def model_key(varied, outputs, constant: dict) -> tuple:

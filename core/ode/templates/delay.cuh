@@ -20,8 +20,8 @@
   G = ODE_HISTORY_GROUP, so that a warp's lanes touching the same node and real read
   one contiguous run (256 bytes in double: coalesced), and one member's nodes stay within its
   block (G * NODES * WIDTH reals) rather than spread at the stride of the whole
-  launch (pages and cache lines a member reuses; on the host, OpenMP's chunks of 16
-  members share no cache line).
+  launch (pages and cache lines a member reuses; on the host, OpenMP's chunks are a
+  multiple of a 64-byte line's members: entry.cuh).
   The member's parameters keep only where its nodes are and the ring's indices
   (ode_params_with_history): every function that gets p reaches them, so no
   signature of the model or of the methods changes. Where a look-up needs a node

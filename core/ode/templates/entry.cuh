@@ -198,6 +198,12 @@ extern "C" int {{ sink.entry }}_host(long long n, const real_t* table, const rea
        than a small run (30 ms for one member on a busy machine). */
     long long chunk = n / (8LL * omp_get_max_threads());
     chunk = chunk < 1 ? 1 : chunk > 16 ? 16 : chunk;
+{% if history %}
+    /* delay(): neighbouring members' history nodes share cache lines (delay.cuh's
+       layout), so a chunk is a whole line's worth of members */
+    const long long line = 64 / (long long)sizeof(real_t);
+    chunk = (chunk + line - 1) / line * line;
+{% endif %}
 #pragma omp parallel for schedule(dynamic, chunk) if(n > 1)
 #endif
     for (long long i = 0; i < n; ++i) {
