@@ -21,6 +21,9 @@ host propensities, CSR), from the uniform vector to the normalised residual --to
   (diag(p0) P / P^T p0, `tg`), or smoothed aggregation (P and R each smoothed by one
   Jacobi step, `sa`; De Sterck et al., SIAM J. Sci. Comput. 32(1), 2010, "Smoothed
   aggregation multigrid for Markov chains"): preconditioner applications.
+- `large-64` / `large-256` / `large-1024`: GMRES(20) with the same two-grid cycle, 4 + 4
+  sweeps, aggregates of 64, 256 or 1,024 consecutive states (a coarse level that
+  could be solved exactly at 10^7-10^8 states): applications and work.
 
 - `idr`: the backend's own IDR(s) solver (plugins/cme/solvers.py: IDR(4) on
   (I - J^8) p = 0, J the damped Jacobi sweep), and `bicgstab`: BiCGStab on the same
@@ -147,24 +150,35 @@ def cycles(engine, a, tol: float, gamma: int, depth: int | None = None,
             "residual": history[-1], "rate_per_cycle": rate}
 
 
-def aggregation_operators(w: np.ndarray):
-    """(restriction P^T, interpolation diag(w) P / P^T w) of runs of 4 consecutive
-    states weighted by w: the linear form of plugins/cme's aggregation."""
+def aggregation_operators(w: np.ndarray, size: int = 4):
+    """(restriction P^T, interpolation diag(w) P / P^T w) of runs of `size` consecutive
+    states weighted by w: the linear form of plugins/cme's aggregation (size 4)."""
     n = len(w)
-    pa = sps.csr_matrix((np.ones(n), (np.arange(n), np.arange(n) // 4)),
-                        shape=(n, -(-n // 4)))
+    pa = sps.csr_matrix((np.ones(n), (np.arange(n), np.arange(n) // size)),
+                        shape=(n, -(-n // size)))
     restriction = pa.T.tocsr()
     return restriction, (sps.diags(w) @ pa @ sps.diags(1.0 / (restriction @ w))).tocsr()
 
 
-def preconditioned_gmres(engine, a, tol: float, smoothed: bool) -> dict:
+def preconditioned_gmres(engine, a, tol: float, smoothed: bool, size: int = 4,
+                         sweeps: int = 2, restart: int = 5) -> dict:
+    """GMRES(`restart`) on A e = -A p0 (p0 after 200 Jacobi sweeps), right-preconditioned
+    by a two-grid cycle: `sweeps` + `sweeps` damped Jacobi sweeps around an exact coarse
+    level of runs of `size` consecutive states (module doc: `gmres-tg`, `gmres-sa`;
+    `large-<size>`: aggregates large enough for the coarse level to be solved exactly
+    at 10^7-10^8 states, for the slow global mode, the toggle switch's switching, that
+    Jacobi sweeps and their Krylov spaces do not resolve). Work in fine-sweep
+    equivalents: 200 for p0, then per application 2 x sweeps + 2 (the residual before
+    the coarse solve, GMRES's product with A) and GMRES's orthogonalisation (restart / 2
+    vector updates an iteration, each counted as 1/5 sweep: a sweep reads ~5 nonzeros
+    a row)."""
     n = engine.n
     d = engine.diag
     inverse = 1.0 / np.where(d != 0, d, -1.0)
     p0 = engine.jacobi(np.full(n, 1.0 / n), 200, 0.9)
     p0 /= p0.sum()
     w = np.maximum(p0, 1e-300)
-    restriction, interpolation = aggregation_operators(w)
+    restriction, interpolation = aggregation_operators(w, size)
     nc = restriction.shape[0]
     if smoothed:
         step = sps.eye(n) - 0.7 * sps.diags(inverse) @ a
@@ -175,7 +189,7 @@ def preconditioned_gmres(engine, a, tol: float, smoothed: bool) -> dict:
     lu = splu(bordered)
     applies = [0]
 
-    def smooth(r, x, sweeps=2):
+    def smooth(r, x):
         for _ in range(sweeps):
             x = x + 0.7 * inverse * (r - a @ x)
         return x
@@ -195,11 +209,13 @@ def preconditioned_gmres(engine, a, tol: float, smoothed: bool) -> dict:
 
     try:
         gmres(a, -(a @ p0), M=LinearOperator((n, n), matvec=apply), rtol=1e-30, atol=0.0,
-              restart=5, maxiter=MAX_APPLIES // 5, callback=check, callback_type="x")
+              restart=restart, maxiter=max(1, MAX_APPLIES // restart), callback=check,
+              callback_type="x")
     except Stop:
         pass
     return {"applies": applies[0], "converged": best[0] <= tol, "residual": best[0],
-            "coarse_nnz_per_row": coarse.nnz / nc}
+            "coarse_states": nc, "coarse_nnz_per_row": coarse.nnz / nc,
+            "work_sweeps": 200 + applies[0] * (2 * sweeps + 2 + restart / 2 / 5)}
 
 
 def _fgmres(a, b, precondition, iterations: int, work: list, share: float) -> np.ndarray:
@@ -336,7 +352,8 @@ def main(argv=None) -> int:
     parser.add_argument("--tol", type=float, default=1e-8)
     parser.add_argument("--skip", nargs="*", default=[],
                         choices=["jacobi", "vcycle", "wcycle", "twolevel", "gmres-tg",
-                                 "gmres-sa", "kcycle", "idr", "bicgstab"])
+                                 "gmres-sa", "kcycle", "idr", "bicgstab", "large-64",
+                                 "large-256", "large-1024"])
     parser.add_argument("--out", default=os.environ.get("OUT", "."))
     args = parser.parse_args(argv)
     if args.bound < 1 or not args.tol > 0:
@@ -357,7 +374,10 @@ def main(argv=None) -> int:
         "gmres-sa": lambda: preconditioned_gmres(engine, a, args.tol, smoothed=True),
         "kcycle": lambda: kcycle(engine, a, args.tol),
         "idr": lambda: idr(engine, args.tol),
-        "bicgstab": lambda: bicgstab(engine, a, args.tol)}
+        "bicgstab": lambda: bicgstab(engine, a, args.tol),
+        **{f"large-{size}": (lambda size=size: preconditioned_gmres(
+            engine, a, args.tol, smoothed=False, size=size, sweeps=4, restart=20))
+           for size in (64, 256, 1024)}}
     for name, study in studies.items():
         if name in args.skip:
             continue
