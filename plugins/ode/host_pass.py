@@ -42,6 +42,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Callable
 
 import numpy as np
@@ -240,18 +241,24 @@ class HostSecondPass:
         return HostPassResult(status, steps, data, seconds, threads, retried,
                               max(span[1] - span[0], 0.0))
 
+    @cached_property
+    def _settings(self) -> dict:
+        """A member's call's settings: the full budget, one member (_member)."""
+        return {**self.config.as_dict(), "n": 1}
+
     def _member(self, kernel, member: int, into: np.ndarray) -> tuple[int, int]:
         """One member with the full budget on `kernel` (this pass's host build), its
         time course written `into` (times, outputs); its (status, steps)."""
         out, s, k = kernel.run(self.table[:, member:member + 1], self.times,
-                               self.n_outputs, {**self.config.as_dict(), "n": 1},
+                               self.n_outputs, self._settings,
                                np.array([member], np.uint64), LAUNCH_ORDER)
         into[...] = out[:, :, 0]
         return int(s[0]), int(k[0])
 
 
-def for_run(source: KernelSource | Callable[[], KernelSource], table: np.ndarray, times: np.ndarray, n_outputs: int,
-            config: LaunchConfig, budget, on_device: bool, scheduler,
+def for_run(source: KernelSource | Callable[[], KernelSource], table: np.ndarray,
+            times: np.ndarray, n_outputs: int, config: LaunchConfig, budget,
+            on_device: bool, scheduler,
             pilot: bool) -> HostSecondPass | None:
     """The host's second pass for a run, or None where the device keeps it: no GPU
     (the CPU path is the host already), one pass, several MPI ranks (the pass runs on
