@@ -280,3 +280,31 @@ def test_on_the_gpu_slow_members_run_on_the_host_and_sooner(model, gpu_device,
     on_device = gpu()
     assert on_device.metadata["second_pass_where"] == "device"
     assert two.metadata["second_pass_seconds"] < on_device.metadata["second_pass_seconds"]
+
+
+def test_a_reduction_goes_to_the_host_only_where_it_can_score_members_there():
+    """A run reduced per member (TimeCourse.reduce) keeps a host pass only where the
+    reduction scores members on the host (`on_host`; the PEtab objective's does,
+    tests/test_petab_gpu_objective.py): another's slow members stay on the device."""
+    from sbmlgpu.plugins.ode import host_pass, passes
+
+    needs_compiler()
+
+    class DeviceOnly:
+        names = ("total",)
+
+        def launch(self, *args, **kwargs):
+            raise AssertionError("not launched here")
+
+    class Both(DeviceOnly):
+        def on_host(self, data, status, members):
+            return {"total": data.sum(axis=(1, 2))}
+
+    def made(reduce):
+        return host_pass.for_run(None, np.zeros((1, 4)), TIMES, 1, None,
+                                 passes.StepBudget(10, 100), True, None, True, reduce)
+
+    assert made(DeviceOnly()) is None
+    host = made(Both())
+    assert host is not None and isinstance(host.reduce, Both)
+    assert not host.build_started  # a pilot will say whether members pause

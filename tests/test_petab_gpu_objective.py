@@ -149,3 +149,40 @@ def test_objective_kernel_compiles_with_nvcc():
                                          tuple(formulas.model_ids))
     for precision in ("double", "float"):
         assert nvcc_compile(reduction.source(precision), "sm_90", name=f"objective_{precision}")
+
+
+def test_members_past_the_pass_budget_are_scored_on_the_host(fake_gpu, monkeypatch):
+    """A GPU run's second pass of few members runs on the host's cores (host_pass.py),
+    in an objective's run too: their time courses never reach the device, so the
+    objective kernel's host build scores them, and the sets' nllh and chi2 equal the
+    CPU path's (whose second pass is the same native build)."""
+    from sbmlgpu.petab import simulate_problem
+    from sbmlgpu.plugins.ode import host_pass
+
+    passes = []
+    run = host_pass.HostSecondPass.run
+
+    def spy(self, members, *args, **kwargs):
+        result = run(self, members, *args, **kwargs)
+        passes.append((np.array(members), result))
+        return result
+
+    monkeypatch.setattr(host_pass.HostSecondPass, "run", spy)
+    yaml = _yaml("Boehm_JProteomeRes2014")
+    # a first-pass budget that some of the 40 sampled sets need more steps than
+    options = {"pass_steps": 60}
+    gpu = simulate_problem(yaml, ensemble=40, seed=3, device=[0], options=options)
+    assert passes, "no member went to the host's second pass"
+    members, result = passes[0]
+    assert 0 < len(members) < 40
+    assert set(result.reduced) == {"petab_nll", "petab_chi2"}
+    assert result.data.shape[2] == 0  # scored there: no time courses kept
+    assert fake_gpu.objectives[-1].launched  # the first pass's members on the device
+    cpu = simulate_problem(yaml, ensemble=40, seed=3, device="cpu", options=options)
+    assert np.array_equal(gpu.status, cpu.status)
+    ok = cpu.status == 0
+    assert ok.sum() >= 20
+    # the host pass's sets among those compared
+    assert ok[np.unique(members % 40)].any()
+    np.testing.assert_allclose(gpu.nll[ok], cpu.nll[ok], rtol=1e-12, atol=1e-9)
+    np.testing.assert_allclose(gpu.chi2[ok], cpu.chi2[ok], rtol=1e-12, atol=1e-9)

@@ -23,6 +23,7 @@ from call to call).
 
 from __future__ import annotations
 
+import ctypes
 import re
 import threading
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ import numpy as np
 from ..codegen.printer import print_expr
 from ..codegen.templates import render
 from ..errors import OptionError
+from ..ode.sinks import LAUNCH_ORDER
 from .observables import PLACEHOLDERS, Formulas
 
 PACKAGE = "sbmlgpu.petab"
@@ -144,6 +146,20 @@ class ObjectiveRows:
         return render(PACKAGE, "objective.cu", precision=precision,
                       observables=self.observables, slots=self.slots)
 
+    def host_library(self, precision: str):
+        """The kernel text's host build (its SBMLGPU_HOST_ENTRY), loaded: it scores the
+        members a GPU run integrates on the host's cores (ObjectiveReduction.on_host)."""
+        from ..runtime.host import load
+
+        with _LOCK:
+            key = ("host", precision)
+            if key not in self._kernels:
+                library = load("#define SBMLGPU_HOST_ENTRY 1\n" + self.source(precision),
+                               f"petab_objective_{precision}.cu", openmp=False)
+                library.sbmlgpu_petab_objective_host.restype = ctypes.c_int
+                self._kernels[key] = library
+            return self._kernels[key]
+
     def kernel(self, device, precision: str):
         with _LOCK:  # the scheduler's device threads share a reduction
             key = (device.index, precision)
@@ -204,6 +220,42 @@ class ObjectiveReduction:
                                    precision="double")
         return {NLL: device.from_device(nll_buf, (b,), np.float64),
                 CHI2: device.from_device(chi2_buf, (b,), np.float64)}
+
+    def build_host(self, precision: str) -> None:
+        """The host build on_host needs, made now (the ode backend's host pass builds it
+        with its own kernel, in the background)."""
+        self.rows.host_library(precision)
+
+    def on_host(self, data: np.ndarray, status: np.ndarray, members: np.ndarray
+                ) -> dict[str, np.ndarray]:
+        """Score members a GPU run integrated on the host's cores (the ode backend's
+        host pass, whose time courses never reach the device): `data` (m, times,
+        outputs) of the kernel's dtype, `status` (m,), `members` (m,) their member
+        numbers; {NLL: (m,), CHI2: (m,)} as `launch` returns them, from the same
+        kernel text built for the host."""
+        precision = "double" if data.dtype == np.float64 else "float"
+        library = self.rows.host_library(precision)
+        m = len(members)
+        # the trajectory sink's layout: out[(k * n_outputs + c) * m + i]
+        out = np.ascontiguousarray(np.moveaxis(data, 0, -1))
+        status = np.ascontiguousarray(status, np.int8)
+        ids = np.ascontiguousarray(members, np.uint64)
+        t = self.tables
+        nll, chi2 = np.empty(max(m, 1)), np.empty(max(m, 1))
+        if m:
+            arrays = (out, status, ids, t.run_rows, t.time_index, t.observable,
+                      t.measurement, t.t, t.slot_q, t.slot_value, np.ascontiguousarray(self.q),
+                      nll, chi2)
+
+            def ptr(a: np.ndarray):
+                return a.ctypes.data_as(ctypes.c_void_p)
+
+            # first_member LAUNCH_ORDER: member i's time courses are in column i
+            library.sbmlgpu_petab_objective_host(
+                ctypes.c_longlong(m), ctypes.c_longlong(self.n_sets), ptr(out),
+                ctypes.c_int(data.shape[2]), ptr(status), ptr(ids),
+                ctypes.c_ulonglong(LAUNCH_ORDER), *[ptr(a) for a in arrays[3:]])
+        return {NLL: nll[:m], CHI2: chi2[:m]}
 
     def per_set(self, nll: np.ndarray, chi2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Members' sums (runs x sets, member order) added up per set."""

@@ -28,7 +28,12 @@ pass is then one launch or a few: waiting for it would add the build to the run)
 Members run one per ctypes call (GIL released) on a pool of one thread per core: the
 pool takes the next member as one finishes, as OpenMP's dynamic schedule does, and
 each member's wall time is measured (the metadata's slowest member's seconds). A build
-that fails leaves the pass to the GPU (`run` returns None).
+that fails leaves the pass to the GPU (`run` returns None). In a run reduced per member
+(TimeCourse.reduce: the PEtab objective on the GPU), the reduction's `on_host` scores
+the members here (its host build made in the same thread as the kernel's), so their
+time courses never go to the device (Borghans_BiophysChem1997, 10^5 sets on an H200:
+its one member past --pass-steps took 235,624 rodas4 steps on one GPU thread, 2.5 s of
+the 2.8 s call, when the objective's slow members stayed on the GPU).
 
 Results equal the GPU's second pass up to the rounding of the host compiler (the CPU
 and GPU builds of one kernel text: the tolerance tests/test_ode_gpu.py uses); a member's
@@ -41,7 +46,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Callable
 
@@ -73,6 +78,9 @@ class HostPassResult:
     retried: np.ndarray | None = None
     #: the retries' wall time, from the first one's start to the last one's end
     retry_span: float = 0.0
+    #: a run reduced per member (HostSecondPass.reduce): {name: (m,)}, and `data` is
+    #: then (m, times, 0), as the device's batches return theirs
+    reduced: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -93,13 +101,17 @@ class HostSecondPass:
 
     def __init__(self, source: KernelSource | Callable[[], KernelSource],
                  table: np.ndarray, times: np.ndarray,
-                 n_outputs: int, config: LaunchConfig, cores: int | None = None):
+                 n_outputs: int, config: LaunchConfig, cores: int | None = None,
+                 reduce=None):
         self.source = source
         self.table = table  # (varied, n) of the kernel's dtype
         self.times = times
         self.n_outputs = n_outputs
         self.config = config  # the full budget (the second pass's)
         self.cores = cores or host_cores()
+        #: the run's per-member reduction (TimeCourse.reduce, e.g. the PEtab objective),
+        #: which scores this pass's members on the host (its `on_host`), else None
+        self.reduce = reduce
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._kernel = None
@@ -130,7 +142,10 @@ class HostSecondPass:
 
     def _build(self) -> None:
         try:
-            self._kernel = self._load()
+            kernel = self._load()
+            if self.reduce is not None:  # its host build too, before any member needs it
+                self.reduce.build_host("double" if kernel.dtype == np.float64 else "float")
+            self._kernel = kernel
         except Exception as exc:  # noqa: BLE001 - the GPU runs the pass instead
             self._error = exc
 
@@ -238,8 +253,12 @@ class HostSecondPass:
             thread.join()
         if errors:
             raise errors[0]  # a member's exception is the run's
+        reduced = {}
+        if self.reduce is not None:  # after the retries: their time courses and statuses
+            reduced = self.reduce.on_host(data, status, members)
+            data = data[:, :, :0]
         return HostPassResult(status, steps, data, seconds, threads, retried,
-                              max(span[1] - span[0], 0.0))
+                              max(span[1] - span[0], 0.0), reduced)
 
     @cached_property
     def _settings(self) -> dict:
@@ -259,21 +278,25 @@ class HostSecondPass:
 def for_run(source: KernelSource | Callable[[], KernelSource], table: np.ndarray,
             times: np.ndarray, n_outputs: int, config: LaunchConfig, budget,
             on_device: bool, scheduler,
-            pilot: bool) -> HostSecondPass | None:
+            pilot: bool, reduce=None) -> HostSecondPass | None:
     """The host's second pass for a run, or None where the device keeps it: no GPU
     (the CPU path is the host already), one pass, several MPI ranks (the pass runs on
     every rank), no C++ compiler. Without a pilot to predict slow members (the first
     pass is then one launch or a few), its build starts now; otherwise when a launch
     returns members past --pass-steps (passes.MemberClock), as for runs of fewer than
     EARLY_BUILD_MIN_MEMBERS (a single run, a test-suite case: a build for each would
-    double the CPU work of a suite run on the GPU machine)."""
+    double the CPU work of a suite run on the GPU machine). `reduce`: the run's
+    per-member reduction (TimeCourse.reduce); the device keeps the pass where it
+    cannot score members on the host (no `on_host`)."""
+    if reduce is not None and not callable(getattr(reduce, "on_host", None)):
+        return None
     if not on_device or not budget.two_passes or getattr(scheduler, "size", 1) > 1:
         return None
     from .native import host_compiler
 
     if host_compiler() is None:
         return None
-    host = HostSecondPass(source, table, times, n_outputs, config)
+    host = HostSecondPass(source, table, times, n_outputs, config, reduce=reduce)
     if not pilot and table.shape[1] >= EARLY_BUILD_MIN_MEMBERS:
         host.start_build()
     return host

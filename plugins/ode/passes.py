@@ -388,7 +388,7 @@ def _on_host(host, paused: np.ndarray, job: EnsembleJob, note: "LongPassNote",
     retried = RetriedOnHost(result.retried, result.retry_span) \
         if result.retried is not None else None
     return EnsembleOutcome(True, result.status, result.data,
-                           extras={"steps": result.steps}), retried
+                           extras={"steps": result.steps, **result.reduced}), retried
 
 
 class MemberClock:

@@ -330,12 +330,13 @@ class OdeProgram(Program):
         rerun = batch_runner(config)
 
         def host_for(kernel, early: bool = True) -> host_pass.HostSecondPass | None:
-            # on a GPU, a second pass of few members runs on the host's cores (its build
+            # on a GPU, a second pass of few members runs on the host's cores, and a
+            # reduction (the objective) scores them there (its build
             # started early where no pilot will tell: `early`; a fallback's build starts
             # with the later pass, passes._later_passes)
             return host_pass.for_run(kernel, table, times, len(outputs), config, budget,
-                                     on_device and reduce is None, scheduler,
-                                     pilot or known is not None or not early)
+                                     on_device, scheduler,
+                                     pilot or known is not None or not early, reduce)
 
         # the later method's build waits for a paused member (no sympy work in the
         # background of a run that may never need its kernel)
