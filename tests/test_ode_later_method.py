@@ -244,7 +244,7 @@ def test_on_a_gpu_the_host_pass_runs_bdf_and_rodas4_again(model, single, monkeyp
     limit, (first, by_bdf, by_fallback, stopped) = step_limit(r, b)
     retried = (by_fallback | stopped).sum()
     # the host takes the second pass (here more members than 16 a core)
-    monkeypatch.setattr(host_pass.HostSecondPass, "takes", lambda host, m: 0 < m)
+    monkeypatch.setattr(host_pass.HostSecondPass, "takes", lambda host, m, tail=False: 0 < m)
     # bdf's host build is a LaterKernel's (its source a callable), rodas4's a KernelSource
     load = host_pass.HostSecondPass._load
     if fallback_on == "device":  # the host build of rodas4's kernel fails
@@ -267,6 +267,8 @@ def test_on_a_gpu_the_host_pass_runs_bdf_and_rodas4_again(model, single, monkeyp
     meta = result.metadata
     assert meta["method"] == "rodas4" and meta["second_pass_method"] == "bdf"
     assert meta["second_pass_where"] == "host"
+    # the pass of bdf's host build counts as bdf's for the rule, rodas4's fallback not
+    assert [h.later_method for h in spy.hosts] == [True, False]
     on_host = fallback_on != "device"
     assert [(s["where"], s.get("method"), s.get("overlaps")) for s in meta["later_passes"]] \
         == [("host", "bdf", None), ("host" if on_host else "device", "rodas4",

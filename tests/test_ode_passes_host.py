@@ -42,6 +42,7 @@ class Spy:
         self.gpu_members: list[int] = []
         self.host_runs: list[int] = []
         self.builds: list[bool] = []  # build_started right after for_run
+        self.hosts: list = []  # what for_run made (None: no host pass)
         gpu_run, host_run, for_run = GpuEngine.run, host_pass.HostSecondPass.run, \
             host_pass.for_run
 
@@ -56,6 +57,7 @@ class Spy:
         def made(*args, **kwargs):
             host = for_run(*args, **kwargs)
             self.builds.append(host is not None and host.build_started)
+            self.hosts.append(host)
             return host
 
         monkeypatch.setattr(GpuEngine, "run", on_gpu)
@@ -165,11 +167,44 @@ def test_a_middle_pass_leaves_the_long_tail_to_the_host(model, one_pass, monkeyp
 
 
 def test_the_rule_counts_members_against_cores(monkeypatch):
-    from sbmlgpu.plugins.ode.host_pass import HOST_MEMBERS_PER_CORE, HostSecondPass
+    from sbmlgpu.plugins.ode.host_pass import (HOST_MEMBERS_PER_CORE, LATER_FACTOR,
+                                               TAIL_FACTOR, HostSecondPass)
 
     host = HostSecondPass(None, np.zeros((1, 4)), TIMES, 1, None, cores=16)
     assert host.takes(1) and host.takes(16 * HOST_MEMBERS_PER_CORE)
     assert not host.takes(16 * HOST_MEMBERS_PER_CORE + 1) and not host.takes(0)
+    # a middle pass's long tail: TAIL_FACTOR x as many a core
+    most = 16 * HOST_MEMBERS_PER_CORE * TAIL_FACTOR
+    assert host.takes(most, tail=True) and not host.takes(most + 1, tail=True)
+    # the host runs bdf where the device ran rodas4: LATER_FACTOR x as many, tail or not
+    later = HostSecondPass(None, np.zeros((1, 4)), TIMES, 1, None, cores=16,
+                           later_method=True)
+    most = 16 * HOST_MEMBERS_PER_CORE * max(LATER_FACTOR, TAIL_FACTOR)
+    for tail in (False, True):
+        assert later.takes(most, tail=tail) and not later.takes(most + 1, tail=tail)
+    assert LATER_FACTOR > 1 and TAIL_FACTOR > 1
+
+
+def test_the_tail_of_a_middle_pass_gets_more_members_a_core(model, one_pass, monkeypatch):
+    """A tail too long for the plain rule but within TAIL_FACTOR x it runs on the host."""
+    from sbmlgpu.plugins.ode import host_pass, passes
+
+    one, one_program = one_pass
+    steps = one_program.last_steps
+    pass_steps = 300
+    slow = int((steps > pass_steps).sum())
+    tail = int((steps > passes.MIDDLE_PASS_FACTOR * pass_steps).sum())
+    per_core = -(-tail // host_pass.TAIL_FACTOR)  # the least that takes the tail
+    assert per_core < tail < slow  # the plain rule would take neither
+    monkeypatch.setattr(host_pass, "host_cores", lambda: 1)
+    monkeypatch.setattr(host_pass, "HOST_MEMBERS_PER_CORE", per_core)
+    spy = Spy(monkeypatch)
+    two, two_program = fake_gpu(model, pass_steps=pass_steps)
+    assert [(p["members"], p["where"]) for p in two.metadata["later_passes"]] == \
+        [(slow, "device"), (tail, "host")]
+    assert spy.host_runs == [tail]
+    assert np.array_equal(two.status, one.status)
+    assert np.array_equal(two.data, one.data)
 
 
 def test_a_failed_host_build_leaves_the_pass_to_the_device(model, one_pass,

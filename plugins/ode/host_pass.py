@@ -17,7 +17,17 @@ of alike length, and faster still for the common heavy tail (Elowitz's 16 member
 HOST_MEMBERS_PER_CORE = 16 leaves a factor of ~2 for alike members and models where r
 is smaller. Where they are more, the device first runs them in a middle pass of a
 bounded step budget (passes._later_passes) and the rule is asked again for the long
-tail that remains.
+tail that remains (`takes(m, tail=True)`), with TAIL_FACTOR x as many members per core:
+each of those needs more than MIDDLE_PASS_FACTOR x --pass-steps steps and they are the
+heavy tail (mean ~0.23 of the longest), so the host stays faster while m / cores < r /
+0.23, and 4 x 16 keeps a factor of ~2 (Elowitz_Nature2000, 10^5 members on an H200: the
+tail of 328 members, 20.5 a core, took 47 s on the device under the plain rule).
+Where the host's pass runs the later method (bdf under --method auto, the device's
+passes rodas4: `later_method`), LATER_FACTOR x as many: bdf takes 1.5-30x fewer steps
+than rodas4 on such members (Elowitz 1.5, Okuonghae 12.5, Liu 32, the slowest of 1,000
+on 2 cores), so r grows by that ratio (Okuonghae_ChaosSolitonsFractals2020, 10^5
+members on an H200: its 1,272 members past --pass-steps, 80 a core, took 2.36 s all on
+the host against 3.16 s of a device middle pass and 0.96 s of its tail on the host).
 
 The host build (g++; here 0.35 s for Elowitz's rodas4 kernel, 1.6 s for
 SalazarCavazos_MBoC2020's 75 states; cached on disk per kernel text) runs in a thread
@@ -61,6 +71,10 @@ log = logging.getLogger("sbmlgpu.ode")
 
 #: the host takes a second pass of at most this many members per core (module doc)
 HOST_MEMBERS_PER_CORE = 16
+#: x as many of the long tail a middle pass leaves (`takes(m, tail=True)`)
+TAIL_FACTOR = 4
+#: x as many where the host's pass runs the later method, bdf (`later_method`)
+LATER_FACTOR = 8
 #: an ensemble without a pilot starts the host build with its first pass from this size
 EARLY_BUILD_MIN_MEMBERS = 64
 
@@ -102,7 +116,7 @@ class HostSecondPass:
     def __init__(self, source: KernelSource | Callable[[], KernelSource],
                  table: np.ndarray, times: np.ndarray,
                  n_outputs: int, config: LaunchConfig, cores: int | None = None,
-                 reduce=None):
+                 reduce=None, later_method: bool = False):
         self.source = source
         self.table = table  # (varied, n) of the kernel's dtype
         self.times = times
@@ -112,15 +126,20 @@ class HostSecondPass:
         #: the run's per-member reduction (TimeCourse.reduce, e.g. the PEtab objective),
         #: which scores this pass's members on the host (its `on_host`), else None
         self.reduce = reduce
+        #: whether this pass runs the later method (bdf) where the device runs the
+        #: first (rodas4): the rule then takes LATER_FACTOR x as many members
+        self.later_method = later_method
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._kernel = None
         self._error: Exception | None = None
         self._warned = False
 
-    def takes(self, members: int) -> bool:
-        """Whether the host runs a second pass of `members` (module doc: the rule)."""
-        return 0 < members <= HOST_MEMBERS_PER_CORE * self.cores
+    def takes(self, members: int, tail: bool = False) -> bool:
+        """Whether the host runs a second pass of `members` (module doc: the rule);
+        `tail`: the members a middle pass left."""
+        factor = max(LATER_FACTOR if self.later_method else 1, TAIL_FACTOR if tail else 1)
+        return 0 < members <= HOST_MEMBERS_PER_CORE * factor * self.cores
 
     # -- the build, in the background ------------------------------------------------------
     def start_build(self) -> None:
@@ -278,7 +297,7 @@ class HostSecondPass:
 def for_run(source: KernelSource | Callable[[], KernelSource], table: np.ndarray,
             times: np.ndarray, n_outputs: int, config: LaunchConfig, budget,
             on_device: bool, scheduler,
-            pilot: bool, reduce=None) -> HostSecondPass | None:
+            pilot: bool, reduce=None, later_method: bool = False) -> HostSecondPass | None:
     """The host's second pass for a run, or None where the device keeps it: no GPU
     (the CPU path is the host already), one pass, several MPI ranks (the pass runs on
     every rank), no C++ compiler. Without a pilot to predict slow members (the first
@@ -287,7 +306,8 @@ def for_run(source: KernelSource | Callable[[], KernelSource], table: np.ndarray
     EARLY_BUILD_MIN_MEMBERS (a single run, a test-suite case: a build for each would
     double the CPU work of a suite run on the GPU machine). `reduce`: the run's
     per-member reduction (TimeCourse.reduce); the device keeps the pass where it
-    cannot score members on the host (no `on_host`)."""
+    cannot score members on the host (no `on_host`). `later_method`: the pass runs the
+    later method (HostSecondPass.later_method)."""
     if reduce is not None and not callable(getattr(reduce, "on_host", None)):
         return None
     if not on_device or not budget.two_passes or getattr(scheduler, "size", 1) > 1:
@@ -296,7 +316,8 @@ def for_run(source: KernelSource | Callable[[], KernelSource], table: np.ndarray
 
     if host_compiler() is None:
         return None
-    host = HostSecondPass(source, table, times, n_outputs, config, reduce=reduce)
+    host = HostSecondPass(source, table, times, n_outputs, config, reduce=reduce,
+                          later_method=later_method)
     if not pilot and table.shape[1] >= EARLY_BUILD_MIN_MEMBERS:
         host.start_build()
     return host

@@ -42,7 +42,8 @@ the device would be a second nvcc build and is not measured there.
 
 On a GPU, a second pass of few members runs on the host's cores instead (host_pass.py:
 the native build of the same kernel, one member per core at a time; the rule is
-host_pass.HOST_MEMBERS_PER_CORE), whose build starts in the background as soon as a
+HostSecondPass.takes: more members per core for a middle pass's tail and where the host
+runs bdf), whose build starts in the background as soon as a
 launch (the pilot first) returns members past the budget. A pass that runs longer than
 LONG_PASS_S says so once on stderr, with the members left and --member-time-limit, the
 option that bounds them (no wall-time limit by default: which members it stops would
@@ -233,6 +234,7 @@ def _later_passes(outcome, paused, job, scheduler, profiler, budget, rerun, reru
             and not later.ready():
         rerun, later = later.fallback, None  # the first method, as without `later`
     middle = min(budget.pass_steps * MIDDLE_PASS_FACTOR, budget.max_steps)
+    tail = False  # whether `paused` is what a middle pass left (host_pass: the rule)
     if host is not None and not host.takes(len(paused)) and rerun_at is not None \
             and middle < budget.max_steps:
         again = _on_device(job, paused, rerun_at(middle), middle, scheduler, profiler, note,
@@ -241,18 +243,18 @@ def _later_passes(outcome, paused, job, scheduler, profiler, budget, rerun, reru
         report.where = "device"
         report.stages.append({"max_steps": middle, "members": int(len(paused)),
                               "where": "device", "seconds": report.stage_seconds})
-        paused = paused[again.status == Status.max_steps]
+        paused, tail = paused[again.status == Status.max_steps], True
         if not len(paused):
             return
     again = retried = None
-    if host is not None and host.takes(len(paused)):
+    if host is not None and host.takes(len(paused), tail=tail):
         retry = None
         if later is not None and later.fallback_host is not None:
             later.fallback_host.start_build()  # built while the later method runs
-            if later.fallback_host.takes(len(paused)):
-                # each of the later method's failures again with the first method in
-                # its thread at once (host_pass.Retry)
-                retry = host_pass.Retry(later.fallback_host, FINAL_STATUSES)
+            # each of the later method's failures again with the first method in its
+            # thread at once (host_pass.Retry): some of the members the host took, each
+            # of which would cost a GPU thread ~30x a core's time on the device
+            retry = host_pass.Retry(later.fallback_host, FINAL_STATUSES)
         with phase(profiler, "second pass on host threads"):
             again, retried = _on_host(host, paused, job, note, report, retry)
     by_later = later is not None and (again is not None or later.in_rerun)

@@ -329,18 +329,21 @@ class OdeProgram(Program):
         later = spec.later if budget.two_passes and not distributed else None
         rerun = batch_runner(config)
 
-        def host_for(kernel, early: bool = True) -> host_pass.HostSecondPass | None:
+        def host_for(kernel, early: bool = True,
+                     later_method: bool = False) -> host_pass.HostSecondPass | None:
             # on a GPU, a second pass of few members runs on the host's cores, and a
             # reduction (the objective) scores them there (its build
             # started early where no pilot will tell: `early`; a fallback's build starts
             # with the later pass, passes._later_passes)
             return host_pass.for_run(kernel, table, times, len(outputs), config, budget,
                                      on_device, scheduler,
-                                     pilot or known is not None or not early, reduce)
+                                     pilot or known is not None or not early, reduce,
+                                     later_method)
 
         # the later method's build waits for a paused member (no sympy work in the
         # background of a run that may never need its kernel)
-        host = host_for(later.source if later is not None else source, early=later is None)
+        host = host_for(later.source if later is not None else source, early=later is None,
+                        later_method=later is not None)
         if later is not None:
             fallback = rerun
             if not on_device:  # its kernel built when a member first needs it
