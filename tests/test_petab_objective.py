@@ -185,3 +185,23 @@ def test_row_values_read_as_the_whole_array_would():
     for where in (np.arange(9), np.array([8, 1, 0]), np.array([4]), np.array([], int)):
         np.testing.assert_array_equal(values[where], whole[where])
     assert values.shape == whole.shape
+
+
+def test_a_repeated_call_integrates_slow_members_as_the_first_did():
+    """--method auto's choice kept for the later calls keeps its later passes' method
+    too (OdeOptions.later_as_auto: members past --pass-steps run again with bdf, as in
+    the first call), so that the same sets give the same numbers call after call;
+    kept as a plain rodas4, the slow members' NLLs moved (up to 8e10 here)."""
+    from sbmlgpu.petab import objective
+
+    prepared = objective(_yaml("Brannmark_JBC2010"), device="cpu",
+                         options={"pass_steps": 60})  # most of the 40 sets past it
+    first = prepared.sampled(40, seed=3)
+    assert prepared.method == "rodas4"
+    assert prepared.simulation.options["later_as_auto"] is True
+    again = prepared.evaluate(first.sets)
+    ok = first.status == 0
+    assert ok.sum() >= 30
+    np.testing.assert_array_equal(again.status, first.status)
+    np.testing.assert_array_equal(again.nll[ok], first.nll[ok])
+    np.testing.assert_array_equal(again.chi2[ok], first.chi2[ok])

@@ -13,8 +13,9 @@ back); the host scores only the rows at t = inf, or, where the time courses come
 back (CPU path, reference backend, one set), every row.
 
 With `keep_kernel` (the default) every call runs one kernel: the ode backend's
-`--method auto` choice of the first call is kept for the calls after it (an
-estimation loop sees one integrator throughout, and a call skips the method check,
+`--method auto` choice of the first call is kept for the calls after it, with auto's
+later passes' method (OdeOptions.later_as_auto: an estimation loop sees one integrator
+throughout, each member integrated as in the first call, and a call skips the method check,
 which reads every member's parameters), and every value the parameter table or a
 condition can set is a column of the ensemble's table whatever its values (none
 becomes a constant compiled into the kernel, which other values would compile
@@ -132,18 +133,22 @@ class PreparedObjective:
         return self._rows[outputs]
 
     def _keep(self, method: str | None) -> None:
-        """Run the calls after this one with the method `--method auto` chose now."""
+        """Run the calls after this one with the method `--method auto` chose now (and,
+        on the ode backend, its later passes' method as auto runs them: every call
+        integrates each member as this one did)."""
         if method is None or self.method is not None:
             return
         options = self.simulation.options
+        # the ode backend's: members past --pass-steps keep auto's later method (bdf)
+        kept = {"method": method, **({"later_as_auto": True} if self.backend == "ode" else {})}
         if isinstance(options, Mapping):
             if options.get("method", "auto") != "auto":
                 return
-            options = {**options, "method": method}
+            options = {**options, **kept}
         elif options is None:
-            options = {"method": method}
+            options = kept
         elif getattr(options, "method", None) == "auto":
-            options = dataclasses.replace(options, method=method)
+            options = dataclasses.replace(options, **kept)
         else:
             return
         self.method = method

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sbmlgpu.backend import BackendOptions, option
 from sbmlgpu.errors import OptionError
@@ -125,6 +125,12 @@ class OdeOptions(BackendOptions):
     spill_bytes: int = option(2 << 30, "full time courses larger than this are written to "
                                        "a memory-mapped file (in $TMPDIR) instead of host "
                                        "memory", minimum=0)
+    #: internal (no CLI flag): a method that --method auto chose, kept for later runs
+    #: (sbmlgpu.petab.objective's calls after its first): its members past --pass-steps
+    #: still run again with auto's later method (passes.later_method), so that every
+    #: call integrates each member as the first did
+    later_as_auto: bool = field(default=False, repr=False,
+                                metadata={"cli": False, "help": "", "internal": True})
 
     def check(self) -> None:
         if not self.dt > 0:

@@ -98,10 +98,11 @@ LATER_METHODS = {"rodas4": "bdf"}
 FINAL_STATUSES = (int(Status.ok), int(Status.time_limit))
 
 
-def later_method(chosen: str, first: str) -> str | None:
+def later_method(chosen: str, first: str, as_auto: bool = False) -> str | None:
     """The later passes' method for --method `chosen` whose check picked `first`, or
-    None where they keep `first` (a method the user chose is the method of every pass)."""
-    return LATER_METHODS.get(first) if chosen == "auto" else None
+    None where they keep `first` (a method the user chose is the method of every pass;
+    `as_auto`: `chosen` is auto's choice kept from an earlier run, OdeOptions.later_as_auto)."""
+    return LATER_METHODS.get(first) if chosen == "auto" or as_auto else None
 
 
 @dataclass(frozen=True)

@@ -160,7 +160,7 @@ class OdeProgram(Program):
         """The kernel of the later passes' method (passes.later_method), generated and
         built when first asked for, once per kernel model (the specialisations of other
         parameter values share it) through the engine table (the trial's, if it ran)."""
-        method = passes.later_method(self.options.method, first)
+        method = passes.later_method(self.options.method, first, self.options.later_as_auto)
         if method is None:
             return None
         key = (*_kernel_model_key(model), method)
