@@ -11,6 +11,8 @@ The model is test_ode_limits.py's: x' = -k (x - cos t), dopri5's steps grow with
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -225,6 +227,38 @@ def test_a_failed_host_build_leaves_the_pass_to_the_device(model, one_pass,
     assert "no host build today" in caplog.text
     assert np.array_equal(two.status, one.status)
     assert np.array_equal(two.data, one.data)
+
+
+def test_a_failed_host_build_is_not_tried_again_by_the_next_run(model, monkeypatch,
+                                                                caplog):
+    """The program keeps the failure (host_pass.FailedBuilds): its next run's slow
+    members go to the device without another g++ run or warning."""
+    from sbmlgpu.errors import DeviceError
+    from sbmlgpu.plugins.ode import host_pass, native
+    from sbmlgpu.schedule import Scheduler
+    from sbmlgpu.tasks import TimeCourse
+
+    monkeypatch.setattr(host_pass, "HOST_MEMBERS_PER_CORE", 10**6)
+    builds = []
+    real = native.host_kernel
+
+    def broken(source):  # the host pass's build (its thread), not the fake GPU's
+        if threading.current_thread().name != "sbmlgpu-ode-host-pass-build":
+            return real(source)
+        builds.append(source.name)
+        raise DeviceError("no host build today")
+
+    monkeypatch.setattr(native, "host_kernel", broken)
+    with caplog.at_level("WARNING", logger="sbmlgpu.ode"):
+        first, program = fake_gpu(model, pass_steps=PASS_STEPS)
+        task = TimeCourse(times=TIMES, parameters={"k": np.asarray(K, float)}, seed=5,
+                          progress=False)
+        again = program.run(task, Scheduler(devices=[program.device], progress=False))
+    assert first.metadata["second_pass_where"] == "device"
+    assert again.metadata["second_pass_where"] == "device"
+    assert len(builds) == 1 and caplog.text.count("no host build today") == 1
+    assert np.array_equal(again.status, first.status)
+    assert np.array_equal(again.data, first.data)
 
 
 def test_a_summary_folds_the_host_pass_in(model, monkeypatch):

@@ -38,7 +38,8 @@ pass is then one launch or a few: waiting for it would add the build to the run)
 Members run one per ctypes call (GIL released) on a pool of one thread per core: the
 pool takes the next member as one finishes, as OpenMP's dynamic schedule does, and
 each member's wall time is measured (the metadata's slowest member's seconds). A build
-that fails leaves the pass to the GPU (`run` returns None). In a run reduced per member
+that fails leaves the pass to the GPU (`run` returns None), and the program's later runs
+too, without building it again (FailedBuilds). In a run reduced per member
 (TimeCourse.reduce: the PEtab objective on the GPU), the reduction's `on_host` scores
 the members here (its host build made in the same thread as the kernel's), so their
 time courses never go to the device (Borghans_BiophysChem1997, 10^5 sets on an H200:
@@ -64,6 +65,7 @@ import numpy as np
 
 from sbmlgpu.ode.engines import LaunchConfig
 from sbmlgpu.ode.kernel_source import KernelSource
+from sbmlgpu.errors import DeviceError
 from sbmlgpu.ode.sinks import LAUNCH_ORDER
 from sbmlgpu.runtime.host import host_cores
 
@@ -77,6 +79,25 @@ TAIL_FACTOR = 4
 LATER_FACTOR = 8
 #: an ensemble without a pilot starts the host build with its first pass from this size
 EARLY_BUILD_MIN_MEMBERS = 64
+
+
+class FailedBuilds:
+    """Host builds that failed, by kernel name, for the runs of one program: a later
+    run's host pass neither pays g++ for them again nor warns again (the GPU runs its
+    pass, as the first time). Build errors only (DeviceError, OSError); an error in
+    generating the code is not kept, as on the CPU path (specialised.LaterKernel)."""
+
+    def __init__(self):
+        self._errors: dict[str, Exception] = {}
+        self._lock = threading.Lock()
+
+    def get(self, name: str) -> Exception | None:
+        with self._lock:
+            return self._errors.get(name)
+
+    def add(self, name: str, error: Exception) -> None:
+        with self._lock:
+            self._errors.setdefault(name, error)
 
 
 @dataclass
@@ -116,7 +137,8 @@ class HostSecondPass:
     def __init__(self, source: KernelSource | Callable[[], KernelSource],
                  table: np.ndarray, times: np.ndarray,
                  n_outputs: int, config: LaunchConfig, cores: int | None = None,
-                 reduce=None, later_method: bool = False):
+                 reduce=None, later_method: bool = False,
+                 failed: FailedBuilds | None = None):
         self.source = source
         self.table = table  # (varied, n) of the kernel's dtype
         self.times = times
@@ -129,6 +151,8 @@ class HostSecondPass:
         #: whether this pass runs the later method (bdf) where the device runs the
         #: first (rodas4): the rule then takes LATER_FACTOR x as many members
         self.later_method = later_method
+        #: the program's failed host builds (None: each run tries its own)
+        self.failed = failed
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._kernel = None
@@ -172,7 +196,17 @@ class HostSecondPass:
         from .native import host_kernel
 
         # a LaterKernel's source is generated here, in the build's thread
-        return host_kernel(self.source() if callable(self.source) else self.source)
+        source = self.source() if callable(self.source) else self.source
+        known = self.failed.get(source.name) if self.failed is not None else None
+        if known is not None:  # an earlier run's build of this text failed (warned then)
+            self._warned = True
+            raise known
+        try:
+            return host_kernel(source)
+        except (DeviceError, OSError) as exc:
+            if self.failed is not None:
+                self.failed.add(source.name, exc)
+            raise
 
     def kernel(self):
         """The loaded host build (waiting for it), or None where it failed."""
@@ -297,7 +331,8 @@ class HostSecondPass:
 def for_run(source: KernelSource | Callable[[], KernelSource], table: np.ndarray,
             times: np.ndarray, n_outputs: int, config: LaunchConfig, budget,
             on_device: bool, scheduler,
-            pilot: bool, reduce=None, later_method: bool = False) -> HostSecondPass | None:
+            pilot: bool, reduce=None, later_method: bool = False,
+            failed: FailedBuilds | None = None) -> HostSecondPass | None:
     """The host's second pass for a run, or None where the device keeps it: no GPU
     (the CPU path is the host already), one pass, several MPI ranks (the pass runs on
     every rank), no C++ compiler. Without a pilot to predict slow members (the first
@@ -307,7 +342,7 @@ def for_run(source: KernelSource | Callable[[], KernelSource], table: np.ndarray
     double the CPU work of a suite run on the GPU machine). `reduce`: the run's
     per-member reduction (TimeCourse.reduce); the device keeps the pass where it
     cannot score members on the host (no `on_host`). `later_method`: the pass runs the
-    later method (HostSecondPass.later_method)."""
+    later method (HostSecondPass.later_method). `failed`: the program's FailedBuilds."""
     if reduce is not None and not callable(getattr(reduce, "on_host", None)):
         return None
     if not on_device or not budget.two_passes or getattr(scheduler, "size", 1) > 1:
@@ -317,7 +352,7 @@ def for_run(source: KernelSource | Callable[[], KernelSource], table: np.ndarray
     if host_compiler() is None:
         return None
     host = HostSecondPass(source, table, times, n_outputs, config, reduce=reduce,
-                          later_method=later_method)
+                          later_method=later_method, failed=failed)
     if not pilot and table.shape[1] >= EARLY_BUILD_MIN_MEMBERS:
         host.start_build()
     return host

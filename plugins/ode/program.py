@@ -89,6 +89,8 @@ class OdeProgram(Program):
         self._engine_lock = threading.RLock()
         #: per kernel model and method: the later passes' kernel (_later_kernel)
         self._later_kernels: dict[tuple, LaterKernel] = {}
+        #: a GPU run's host builds for its second pass that failed (not tried again)
+        self._failed_host_builds = host_pass.FailedBuilds()
         #: per (varied, outputs, constants): the kernel model; per parameter values
         #: too: the method check's answer (plugins/ode/specialised.py)
         self.specialised = SpecialisationCache(auto_method=options.method == "auto")
@@ -338,7 +340,7 @@ class OdeProgram(Program):
             return host_pass.for_run(kernel, table, times, len(outputs), config, budget,
                                      on_device, scheduler,
                                      pilot or known is not None or not early, reduce,
-                                     later_method)
+                                     later_method, self._failed_host_builds)
 
         # the later method's build waits for a paused member (no sympy work in the
         # background of a run that may never need its kernel)
