@@ -225,6 +225,11 @@ def test_a_failed_host_build_leaves_the_pass_to_the_device(model, one_pass,
         two, _ = fake_gpu(model, pass_steps=PASS_STEPS)
     assert two.metadata["second_pass_where"] == "device"
     assert "no host build today" in caplog.text
+    # the device ran them as without a host: a middle pass first (the host's rule had
+    # taken them all, more than a device pass of the full budget should hold)
+    from sbmlgpu.plugins.ode import passes
+    assert two.metadata["later_passes"][0]["max_steps"] == \
+        passes.MIDDLE_PASS_FACTOR * PASS_STEPS
     assert np.array_equal(two.status, one.status)
     assert np.array_equal(two.data, one.data)
 
@@ -377,3 +382,10 @@ def test_a_reduction_goes_to_the_host_only_where_it_can_score_members_there():
     host = made(Both())
     assert host is not None and isinstance(host.reduce, Both)
     assert not host.build_started  # a pilot will say whether members pause
+
+    class Built:
+        dtype = np.float64
+
+    # a reduction without build_host (optional: on_host builds what it needs)
+    host._load = lambda: Built()
+    assert isinstance(host.kernel(), Built)

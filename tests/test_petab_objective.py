@@ -187,14 +187,15 @@ def test_row_values_read_as_the_whole_array_would():
     assert values.shape == whole.shape
 
 
-def test_a_repeated_call_integrates_slow_members_as_the_first_did():
+@pytest.mark.parametrize("backend", ["ode", None])
+def test_a_repeated_call_integrates_slow_members_as_the_first_did(backend):
     """--method auto's choice kept for the later calls keeps its later passes' method
     too (OdeOptions.later_as_auto: members past --pass-steps run again with bdf, as in
     the first call), so that the same sets give the same numbers call after call;
     kept as a plain rodas4, the slow members' NLLs moved (up to 8e10 here)."""
     from sbmlgpu.petab import objective
 
-    prepared = objective(_yaml("Brannmark_JBC2010"), device="cpu",
+    prepared = objective(_yaml("Brannmark_JBC2010"), device="cpu", backend=backend,
                          options={"pass_steps": 60})  # most of the 40 sets past it
     first = prepared.sampled(40, seed=3)
     assert prepared.method == "rodas4"

@@ -139,8 +139,9 @@ class PreparedObjective:
         if method is None or self.method is not None:
             return
         options = self.simulation.options
-        # the ode backend's: members past --pass-steps keep auto's later method (bdf)
-        kept = {"method": method, **({"later_as_auto": True} if self.backend == "ode" else {})}
+        # `method` is the ode backend's (Simulation.method: None for another backend's
+        # runs): members past --pass-steps keep auto's later method (bdf)
+        kept = {"method": method, "later_as_auto": True}
         if isinstance(options, Mapping):
             if options.get("method", "auto") != "auto":
                 return

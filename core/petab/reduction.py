@@ -42,6 +42,8 @@ BLOCK = 128
 #: what the reduction adds to a member's results (MemberResults extras)
 NLL, CHI2 = "petab_nll", "petab_chi2"
 _LOCK = threading.Lock()
+#: the host builds' (g++ runs seconds: not under _LOCK, which every device launch takes)
+_HOST_LOCK = threading.Lock()
 
 
 @dataclass
@@ -149,15 +151,22 @@ class ObjectiveRows:
     def host_library(self, precision: str):
         """The kernel text's host build (its SBMLGPU_HOST_ENTRY), loaded: it scores the
         members a GPU run integrates on the host's cores (ObjectiveReduction.on_host)."""
+        from ..errors import DeviceError
         from ..runtime.host import load
 
-        with _LOCK:
+        with _HOST_LOCK:
             key = ("host", precision)
             if key not in self._kernels:
-                library = load("#define SBMLGPU_HOST_ENTRY 1\n" + self.source(precision),
-                               f"petab_objective_{precision}.cu", openmp=False)
+                try:
+                    library = load("#define SBMLGPU_HOST_ENTRY 1\n" + self.source(precision),
+                                   f"petab_objective_{precision}.cu", openmp=False)
+                except (DeviceError, OSError) as exc:
+                    self._kernels[key] = exc  # not built again by the problem's later calls
+                    raise
                 library.sbmlgpu_petab_objective_host.restype = ctypes.c_int
                 self._kernels[key] = library
+            if isinstance(self._kernels[key], Exception):
+                raise self._kernels[key]
             return self._kernels[key]
 
     def kernel(self, device, precision: str):

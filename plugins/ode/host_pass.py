@@ -186,8 +186,11 @@ class HostSecondPass:
     def _build(self) -> None:
         try:
             kernel = self._load()
-            if self.reduce is not None:  # its host build too, before any member needs it
-                self.reduce.build_host("double" if kernel.dtype == np.float64 else "float")
+            # the reduction's host build too, before any member needs it (optional: else
+            # on_host builds it when first called)
+            build_host = getattr(self.reduce, "build_host", None)
+            if build_host is not None:
+                build_host("double" if kernel.dtype == np.float64 else "float")
             self._kernel = kernel
         except Exception as exc:  # noqa: BLE001 - the GPU runs the pass instead
             self._error = exc
@@ -215,7 +218,7 @@ class HostSecondPass:
         with self._lock:  # said once (a Retry asks once per member)
             if self._error is not None and not self._warned:
                 self._warned = True
-                log.warning("the host build for the second pass failed (%s): the GPU "
+                log.warning("a host build for the second pass failed (%s): the GPU "
                             "runs it", self._error)
         return self._kernel
 

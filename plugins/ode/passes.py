@@ -235,16 +235,21 @@ def _later_passes(outcome, paused, job, scheduler, profiler, budget, rerun, reru
             and not later.ready():
         rerun, later = later.fallback, None  # the first method, as without `later`
     middle = min(budget.pass_steps * MIDDLE_PASS_FACTOR, budget.max_steps)
-    tail = False  # whether `paused` is what a middle pass left (host_pass: the rule)
-    if host is not None and not host.takes(len(paused)) and rerun_at is not None \
-            and middle < budget.max_steps:
+    can_middle = host is not None and rerun_at is not None and middle < budget.max_steps
+
+    def middle_pass(paused: np.ndarray) -> np.ndarray:
+        """`paused` on the device up to `middle` steps, merged; those left past it."""
         again = _on_device(job, paused, rerun_at(middle), middle, scheduler, profiler, note,
                            report, devices, "middle pass")
         _merge(outcome, again, paused, job)
         report.where = "device"
         report.stages.append({"max_steps": middle, "members": int(len(paused)),
                               "where": "device", "seconds": report.stage_seconds})
-        paused, tail = paused[again.status == Status.max_steps], True
+        return paused[again.status == Status.max_steps]
+
+    tail = False  # whether `paused` is what a middle pass left (host_pass: the rule)
+    if can_middle and not host.takes(len(paused)):
+        paused, tail = middle_pass(paused), True
         if not len(paused):
             return
     again = retried = None
@@ -258,6 +263,13 @@ def _later_passes(outcome, paused, job, scheduler, profiler, budget, rerun, reru
             retry = host_pass.Retry(later.fallback_host, FINAL_STATUSES)
         with phase(profiler, "second pass on host threads"):
             again, retried = _on_host(host, paused, job, note, report, retry)
+        if again is None and can_middle and not tail:
+            # the host's build failed: the device takes them as if the host had not,
+            # a middle pass first (the host's rule may have taken many more members
+            # than a device pass of the full budget should hold: host_pass.LATER_FACTOR)
+            paused, tail = middle_pass(paused), True
+            if not len(paused):
+                return
     by_later = later is not None and (again is not None or later.in_rerun)
     on_host = again is not None
     if again is None:
