@@ -186,3 +186,33 @@ def test_members_past_the_pass_budget_are_scored_on_the_host(fake_gpu, monkeypat
     assert ok[np.unique(members % 40)].any()
     np.testing.assert_allclose(gpu.nll[ok], cpu.nll[ok], rtol=1e-12, atol=1e-9)
     np.testing.assert_allclose(gpu.chi2[ok], cpu.chi2[ok], rtol=1e-12, atol=1e-9)
+
+
+@pytest.mark.parametrize("precision", ["double", "float"])
+def test_the_host_pass_scores_members_as_the_device_does(fake_gpu, monkeypatch, precision):
+    """With one method throughout (rodas4), members scored on the host equal the same
+    members scored on the device, in both precisions: the host's reduction reads the
+    host pass's time courses in the kernel's own layout and real type."""
+    from sbmlgpu.petab import simulate_problem
+    from sbmlgpu.plugins.ode import host_pass
+
+    ran = []
+    run = host_pass.HostSecondPass.run
+
+    def spy(self, members, *args, **kwargs):
+        ran.append(len(members))
+        return run(self, members, *args, **kwargs)
+
+    monkeypatch.setattr(host_pass.HostSecondPass, "run", spy)
+    yaml = _yaml("Boehm_JProteomeRes2014")
+    options = {"method": "rodas4", "precision": precision}
+    two = simulate_problem(yaml, ensemble=40, seed=3, device=[0],
+                           options={**options, "pass_steps": 60})
+    assert ran and 0 < ran[0] < 40
+    one = simulate_problem(yaml, ensemble=40, seed=3, device=[0],
+                           options={**options, "pass_steps": 0})
+    assert np.array_equal(two.status, one.status)
+    ok = one.status == 0
+    assert ok.sum() >= 20
+    np.testing.assert_array_equal(two.nll[ok], one.nll[ok])
+    np.testing.assert_array_equal(two.chi2[ok], one.chi2[ok])
