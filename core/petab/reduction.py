@@ -252,9 +252,8 @@ class ObjectiveReduction:
         t = self.tables
         nll, chi2 = np.empty(max(m, 1)), np.empty(max(m, 1))
         if m:
-            arrays = (out, status, ids, t.run_rows, t.time_index, t.observable,
-                      t.measurement, t.t, t.slot_q, t.slot_value, np.ascontiguousarray(self.q),
-                      nll, chi2)
+            tables = (t.run_rows, t.time_index, t.observable, t.measurement, t.t, t.slot_q,
+                      t.slot_value, np.ascontiguousarray(self.q), nll, chi2)
 
             def ptr(a: np.ndarray):
                 return a.ctypes.data_as(ctypes.c_void_p)
@@ -263,7 +262,7 @@ class ObjectiveReduction:
             library.sbmlgpu_petab_objective_host(
                 ctypes.c_longlong(m), ctypes.c_longlong(self.n_sets), ptr(out),
                 ctypes.c_int(data.shape[2]), ptr(status), ptr(ids),
-                ctypes.c_ulonglong(LAUNCH_ORDER), *[ptr(a) for a in arrays[3:]])
+                ctypes.c_ulonglong(LAUNCH_ORDER), *[ptr(a) for a in tables])
         return {NLL: nll[:m], CHI2: chi2[:m]}
 
     def per_set(self, nll: np.ndarray, chi2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -63,9 +63,9 @@ from typing import Callable
 
 import numpy as np
 
+from sbmlgpu.errors import DeviceError
 from sbmlgpu.ode.engines import LaunchConfig
 from sbmlgpu.ode.kernel_source import KernelSource
-from sbmlgpu.errors import DeviceError
 from sbmlgpu.ode.sinks import LAUNCH_ORDER
 from sbmlgpu.runtime.host import host_cores
 
