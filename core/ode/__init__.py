@@ -20,6 +20,8 @@ Modules (import the one you need; nothing here imports PyCUDA or a plugin):
                  loops over index tables for large plans)
 - sinks.py       output sinks: TrajectorySink (values), BinSink (bin indices)
 - summary.py     ensemble statistics per batch (host side of templates/summary.cu)
+- tolerances.py  each state's absolute tolerance from the member's initial state
+                 (--scaled-atol; templates/adaptive.cuh's ode_start_atol, in numpy)
 - engines.py     GpuEngine / HostEngine: run a kernel with the trajectory sink on a
                  device or on the host; LaunchConfig, BatchOutput
 

@@ -421,14 +421,17 @@ def _fast_bodies(model: KernelModel, printer: CudaPrinter) -> dict:
 def kernel_context(model: KernelModel, method: str, precision: str = "double", *,
                    sink=None, block_size: int = 128, jacobian: str = "auto",
                    history_nodes: int = DEFAULT_HISTORY_NODES,
-                   fixed: str = "literals", refill: bool = False) -> KernelContext:
+                   fixed: str = "literals", refill: bool = False,
+                   scaled_atol: bool = True) -> KernelContext:
     """The context of core/ode/templates for `model` integrated with `method` ('rk4',
     'dopri5', 'rodas4'), writing through `sink` (sinks.py; default: trajectories).
     `fixed`: 'literals' (fixed parameters in the source), 'launch' (read at launch
     from the times argument: KernelSource.launch_times; the engine must pass them)
     or 'auto' (wants_fixed_slots). `refill`: the CUDA entry point is the one whose
     threads take the next member when theirs ends (templates/entry.cuh), where the
-    sink and method allow it (templates/kernel.cuh's refill_lanes)."""
+    sink and method allow it (templates/kernel.cuh's refill_lanes). `scaled_atol`: a
+    state that starts nonzero below atol / rtol is held to rtol x its initial value
+    (templates/adaptive.cuh's ode_start_atol; the ode backend's --scaled-atol)."""
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}")
     if fixed not in ("literals", "launch", "auto"):
@@ -489,7 +492,8 @@ def kernel_context(model: KernelModel, method: str, precision: str = "double", *
         sparse_lu=plan is not None, nnz=plan.nnz if plan else 0,
         diag_entries=[plan.index[(k, k)] for k in range(plan.n)] if plan else [],
         **_lu_values(plan),
-        fast=model.fast_rates is not None, refill=refill, **delay,
+        fast=model.fast_rates is not None, refill=refill, scaled_atol=scaled_atol,
+        **delay,
     )
     return KernelContext(values, jac_mode, plan,
                          tuple(float(model.literals[s]) for s in slots))
@@ -499,15 +503,16 @@ def generate(model: KernelModel, method: str, precision: str = "double", *,
              template: tuple[str, str], sink=None, prefix: str = "ode",
              block_size: int = 128, jacobian: str = "auto",
              history_nodes: int = DEFAULT_HISTORY_NODES,
-             fixed: str = "literals", refill: bool = False) -> KernelSource:
+             fixed: str = "literals", refill: bool = False,
+             scaled_atol: bool = True) -> KernelSource:
     """The kernel source of `template` ((package, file): a backend's kernel that
     composes core/ode/templates) for `model` integrated with `method`, writing
-    through `sink` (`fixed`, `refill`: see kernel_context). The file name is
+    through `sink` (`fixed`, `refill`, `scaled_atol`: see kernel_context). The file name is
     `<prefix>_<model id>_<method>_<precision>_<hash>.cu`."""
     sink = sink if sink is not None else TrajectorySink()
     context = kernel_context(model, method, precision, sink=sink, block_size=block_size,
                              jacobian=jacobian, history_nodes=history_nodes,
-                             fixed=fixed, refill=refill)
+                             fixed=fixed, refill=refill, scaled_atol=scaled_atol)
     text = render(*template, **context.values)
     digest = hashlib.sha256(text.encode()).hexdigest()[:12]
     safe = re.sub(r"[^A-Za-z0-9_]", "_", model.ode.network.id or "model")[:40]

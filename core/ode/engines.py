@@ -77,6 +77,9 @@ class LaunchConfig:
     # the limits of templates/limits.cuh (0: none), for kernels that take them
     max_interval_steps: int = 0
     time_limit_ns: int = 0
+    # --scaled-atol: compiled into a kernel (codegen's scaled_atol); read by the engines
+    # that are not kernels (the CPU path's numpy engine and reference)
+    scaled_atol: bool = True
 
     def as_dict(self) -> dict:
         return {"rtol": self.rtol, "atol": self.atol, "h0": self.h0,

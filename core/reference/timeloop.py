@@ -28,6 +28,7 @@ from . import trajectory as tr
 from . import fast
 from .draws import Draws, InvalidDraw
 from ..ode.atoms import EQ, NAN_SIGN, NE, sign_class, sign_classes, truths
+from ..ode.tolerances import start_atol
 from .events import EventError, EventQueue
 from .history import History
 from .model import CompiledModel, compile_model
@@ -81,7 +82,8 @@ def simulate(model: Network | OdeSystem | CompiledModel, times, *,
              parameters: dict[str, float] | None = None, rtol: float = 1e-8,
              atol: float = 1e-10, max_step: float | None = None, method: str = "LSODA",
              seed: int = 0, max_stops: int = 1_000_000,
-             max_steps: int = 100_000, member: int = 0) -> Trajectory:
+             max_steps: int = 100_000, member: int = 0,
+             scaled_atol: bool = False) -> Trajectory:
     """Simulate from times[0] to times[-1]; the state at every output time.
 
     `model`: a Network, its OdeSystem, or a CompiledModel (`compile_model`; reuse
@@ -90,7 +92,9 @@ def simulate(model: Network | OdeSystem | CompiledModel, times, *,
     them follow). `method`: one of LSODA (default; stiff/non-stiff switching),
     BDF, Radau (implicit), RK45, DOP853, RK23 (explicit). `seed`: the order of
     simultaneous events with equal priority, and with `member` (the ensemble member's
-    index) the stream of distrib draws (draws.py). `max_steps`: integrator steps allowed
+    index) the stream of distrib draws (draws.py). `scaled_atol`: a state that starts
+    nonzero below atol / rtol is held to rtol x its initial value (the ode backend's
+    --scaled-atol, sbmlgpu.ode.tolerances). `max_steps`: integrator steps allowed
     between two output times; `max_stops`: event and switch instants allowed in
     all. Integration failures do not raise:
     they come back as `status` and `message` with the rows not reached left NaN."""
@@ -113,7 +117,7 @@ def simulate(model: Network | OdeSystem | CompiledModel, times, *,
     p = cm.parameter_vector(parameters)
     cm.bind_draws(Draws(seed, member))
     return _Run(cm, p, times, rtol, atol, max_step, method, seed, max_stops,
-                max_steps).execute()
+                max_steps, scaled_atol).execute()
 
 
 class _Run:
@@ -122,9 +126,11 @@ class _Run:
     MAX_TINY_STEPS = 2_000
 
     def __init__(self, cm: CompiledModel, p, times, rtol, atol, max_step, method, seed,
-                 max_stops, max_steps):
+                 max_stops, max_steps, scaled_atol=False):
         self.cm, self.p, self.times = cm, p, times
+        self.scaled_atol = scaled_atol
         self.rtol, self.atol, self.method = rtol, atol, method
+        self.atol_scalar = atol
         self.max_stops = max_stops
         self.max_steps = max_steps
         self.n = cm.n_states
@@ -205,7 +211,9 @@ class _Run:
 
     def _relax(self, t: float, x: np.ndarray) -> np.ndarray:
         try:
-            return fast.relax(self.cm.fast_rates, t, x, self.p, rtol=self.rtol, atol=self.atol)
+            # the scalar atol, as the kernels' fast.cuh (not --scaled-atol's per-state ones)
+            return fast.relax(self.cm.fast_rates, t, x, self.p, rtol=self.rtol,
+                              atol=self.atol_scalar)
         except fast.RelaxationFailed as exc:
             raise EventError(str(exc)) from None
 
@@ -266,6 +274,8 @@ class _Run:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)
                 x = self._instant(t, x)
+                if self.scaled_atol:  # from the state after the events at t0
+                    self.atol = start_atol(x, self.rtol, self.atol)
                 if self.history is not None:
                     self.history.add_point(t, x)
                 self._record_at(t, x)

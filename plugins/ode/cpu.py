@@ -22,6 +22,7 @@ from sbmlgpu.features import network_features
 from sbmlgpu.ode.codegen import KernelSource
 from sbmlgpu.ode.engines import BatchOutput, HostEngine
 from sbmlgpu.ode.model import KernelModel
+from sbmlgpu.ode.tolerances import start_atol
 from sbmlgpu.results import Status
 
 from .numeric import lambdify
@@ -169,7 +170,11 @@ class NumpyEngine:
             out[k_next[due], :, np.flatnonzero(due)] = first[:, due].T
             k_next[due] += 1
         f = self.f(t, x, p_all)
-        h = np.full(b, config.h0) if config.h0 > 0 else self._initial_step(t, x, f, p_all, config, t_end)
+        # (states, members): --scaled-atol's tolerances from the initial state
+        atol = start_atol(x, config.rtol, config.atol) if config.scaled_atol \
+            else np.full_like(x, config.atol)
+        h = np.full(b, config.h0) if config.h0 > 0 \
+            else self._initial_step(t, x, f, p_all, config, t_end, atol)
         facold = np.full(b, 1e-4)
         reject = np.zeros(b, bool)
         hmax = t_end - t0 if config.max_step <= 0 else min(config.max_step, t_end - t0)
@@ -197,7 +202,7 @@ class NumpyEngine:
             fn = self.f(t_new, xn, pi)
             k.append(fn)
             e = hi * sum(ee * kk for ee, kk in zip(_E, k) if ee)
-            sk = config.atol + config.rtol * np.maximum(np.abs(xi), np.abs(xn))
+            sk = atol[:, i] + config.rtol * np.maximum(np.abs(xi), np.abs(xn))
             with np.errstate(all="ignore"):
                 err = np.sqrt(np.sum((e / sk) ** 2, axis=0) / nx)
             finite = np.isfinite(err)
@@ -244,9 +249,10 @@ class NumpyEngine:
             active = (status == Status.ok) & (k_next < len(times))
         return out, status, steps.astype(np.int32)
 
-    def _initial_step(self, t, x, f, p, config, t_end):
-        """Hairer's starting step (as templates/adaptive.cuh), per member."""
-        sk = config.atol + config.rtol * np.abs(x)
+    def _initial_step(self, t, x, f, p, config, t_end, atol):
+        """Hairer's starting step (as templates/adaptive.cuh), per member (`atol`:
+        (states, members))."""
+        sk = atol + config.rtol * np.abs(x)
         dnf = np.sum((f / sk) ** 2, axis=0)
         dny = np.sum((x / sk) ** 2, axis=0)
         span = t_end - t
@@ -279,6 +285,7 @@ class NumpyEngine:
             try:
                 traj = reference.simulate(self._compiled, times, parameters=params,
                                           rtol=config.rtol, atol=config.atol, method=method,
+                                          scaled_atol=config.scaled_atol,
                                           seed=(config.seed * 1_000_003 + seed) % 2**32)
             except SimulationError:
                 status[m] = Status.failed

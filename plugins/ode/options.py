@@ -42,6 +42,14 @@ class OdeOptions(BackendOptions):
     atol: float | None = option(None, "absolute tolerance of the adaptive methods, in the units of "
                                       "each state [default: 1e-10 in double, 1e-7 in float]",
                                 minimum=0.0)
+    scaled_atol: bool = option(
+        True, "a state whose initial value is nonzero but below atol / rtol is held to "
+              "rtol x |its initial value| instead of atol, per member (never looser than "
+              "atol): under atol alone such a value is noise to the error control, and "
+              "where it grows by many orders (a species that starts at 1e-20 and grows "
+              "logistically) the stiff methods' long steps can give it a wrong growth "
+              "factor. libRoadRunner also scales its absolute tolerance by the initial "
+              "values. off: atol for every state")
     max_steps: int = option(1_000_000, "most steps (accepted or rejected) per trajectory; "
                                        "past it the member's status is max_steps", minimum=1)
     max_steps_per_interval: int = option(

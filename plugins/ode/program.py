@@ -68,14 +68,15 @@ KERNEL = ("sbmlgpu.plugins.ode", "ode.cu")
 def kernel_source(model: KernelModel, method: str, precision: str = "double", *,
                   block_size: int = 128, jacobian: str = "auto",
                   history_nodes: int = DEFAULT_HISTORY_NODES,
-                  refill: bool = False) -> KernelSource:
+                  refill: bool = False, scaled_atol: bool = True) -> KernelSource:
     """The source of this backend's kernel for `model` integrated with `method`
-    (`refill`: its CUDA entry point's lanes take the next member, --lane-refill)."""
+    (`refill`: its CUDA entry point's lanes take the next member, --lane-refill;
+    `scaled_atol`: --scaled-atol)."""
     from sbmlgpu.ode.codegen import generate
 
     return generate(model, method, precision, template=KERNEL, block_size=block_size,
                     jacobian=jacobian, history_nodes=history_nodes, fixed="auto",
-                    refill=refill)
+                    refill=refill, scaled_atol=scaled_atol)
 
 
 class OdeProgram(Program):
@@ -135,7 +136,8 @@ class OdeProgram(Program):
         o = self.options
         source = kernel_source(model, method, o.precision, block_size=o.block_size,
                                jacobian=o.jacobian, history_nodes=o.history_nodes,
-                               refill=o.lane_refill and self.device is not None)
+                               refill=o.lane_refill and self.device is not None,
+                               scaled_atol=o.scaled_atol)
         self._sources[source.name] = source.text
         return source
 
@@ -564,7 +566,7 @@ def launch_config(o: OdeOptions, method: str, max_steps: int, seed: int) -> Laun
     rtol, atol = o.tolerances
     return LaunchConfig(rtol=rtol, atol=atol, h0=o.h0, max_step=o.max_step, dt=o.dt,
                         max_steps=max_steps, seed=seed, block_size=o.block_size,
-                        **limits.launch_limits(o, method))
+                        scaled_atol=o.scaled_atol, **limits.launch_limits(o, method))
 
 
 def _first_member(batch: MemberBatch, engine) -> tuple[int, bool]:

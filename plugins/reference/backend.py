@@ -28,6 +28,10 @@ class ReferenceOptions(BackendOptions):
                          maximum=0.1)
     atol: float = option(1e-10, "absolute tolerance of the integrator (in the units of "
                                 "each state)", minimum=0.0)
+    scaled_atol: bool = option(True, "a state whose initial value is nonzero but below "
+                                     "atol / rtol is held to rtol x |its initial value| "
+                                     "instead of atol, as the ode backend's --scaled-atol; "
+                                     "off: atol for every state")
     method: str = option("LSODA", "scipy integrator: LSODA switches between stiff and "
                                   "non-stiff methods; BDF and Radau are implicit; RK45, "
                                   "DOP853, RK23 explicit", choices=METHODS)

@@ -71,7 +71,8 @@ class ReferenceProgram(Program):
         try:
             traj = reference.simulate(self.compiled, task.times, parameters=params,
                                       rtol=o.rtol, atol=o.atol, method=o.method,
-                                      max_step=o.max_step, seed=task.seed, member=i)
+                                      max_step=o.max_step, seed=task.seed, member=i,
+                                      scaled_atol=o.scaled_atol)
         except SimulationError as exc:
             return None, Status.failed, str(exc)
         values = evaluate(traj, outputs)

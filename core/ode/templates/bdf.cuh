@@ -66,6 +66,7 @@ SBMLGPU_HD real_t bdf_error_const(int k)
 
 typedef struct {
     real_t x[ODE_NX], f[ODE_NX];    /* state and f at t */
+    ODE_ATOL_FIELD                  /* each state's atol (--scaled-atol) */
     real_t xn[ODE_NX], fn[ODE_NX];  /* at t + h after a step */
     real_t D[BDF_ROWS][ODE_NX];     /* backward differences of the past, step hD */
     real_t Dn[BDF_ROWS][ODE_NX];    /* ... after the last step (ode_accept takes them) */
@@ -138,8 +139,10 @@ SBMLGPU_HD void ode_start(ode_stepper* S, real_t t, const real_t* p, const ode_c
 {
     S->reject = false;
     S->nonfinite = false;
+    ODE_START_ATOL(S, cfg);
     model_rhs(t, S->x, p, S->f);
-    S->h = cfg->h0 > ODE_R(0) ? cfg->h0 : ode_initial_step(S->x, S->f, t, p, cfg, t_end, ODE_ORDER);
+    S->h = cfg->h0 > ODE_R(0) ? cfg->h0 : ode_initial_step(S->x, S->f, t, p, cfg, ODE_ATOL_V(S),
+                                                                t_end, ODE_ORDER);
     ode_restart(S, t, p);
 }
 
@@ -151,13 +154,17 @@ SBMLGPU_HD bool bdf_finite(const real_t* v)
     return ok;
 }
 
-/* the weighted RMS norm of v with weights atol + rtol |y| */
-SBMLGPU_HD real_t bdf_norm(const real_t* v, const real_t* y, const ode_config* cfg)
+/* the weighted RMS norm of v with weights atol + rtol |y| (`atol`: ODE_ATOL_V) */
+SBMLGPU_HD real_t bdf_norm(const real_t* v, const real_t* y, const ode_config* cfg,
+                           const real_t* atol)
 {
+{% if not scaled_atol %}
+    (void)atol;  /* --no-scaled-atol: ODE_ATOL_AT reads cfg->atol */
+{% endif %}
     real_t s = ODE_R(0);
 {{ UNROLL }}
     for (int i = 0; i < ODE_NX; ++i) {
-        const real_t w = v[i] / (cfg->atol + cfg->rtol * ODE_ABS(y[i]));
+        const real_t w = v[i] / (ODE_ATOL_AT(atol, i, cfg) + cfg->rtol * ODE_ABS(y[i]));
         s += w * w;
     }
     return ODE_SQRT(s / ODE_R(ODE_NX_REAL));
@@ -235,7 +242,7 @@ SBMLGPU_HD int ode_step(ode_stepper* S, real_t t, real_t h, const real_t* p,
             /* A = I/c_lu - J: (I - c_lu J) dy = b, c_lu = c unless the LU is kept
                from a rejected attempt (a simplified Newton iteration either way) */
             ode_solve_lin(S->A, S->piv, dy);
-            const real_t dy_norm = bdf_norm(dy, yp, cfg);  /* scaled as the prediction */
+            const real_t dy_norm = bdf_norm(dy, yp, cfg, ODE_ATOL_V(S));  /* scaled as the prediction */
             real_t rate = ODE_R(-1);
             if (dy_norm_old > ODE_R(0)) rate = dy_norm / dy_norm_old;
             if (rate >= ODE_R(0) &&
@@ -282,7 +289,7 @@ SBMLGPU_HD int ode_step(ode_stepper* S, real_t t, real_t h, const real_t* p,
     const real_t error_const = bdf_error_const(k);
 {{ UNROLL }}
     for (int i = 0; i < ODE_NX; ++i) err[i] = error_const * d[i];
-    const real_t error_norm = bdf_norm(err, y, cfg);
+    const real_t error_norm = bdf_norm(err, y, cfg, ODE_ATOL_V(S));
     if (!force) {
         if (!ode_finite(error_norm)) {
             S->nonfinite = true;
@@ -321,13 +328,13 @@ SBMLGPU_HD int ode_step(ode_stepper* S, real_t t, real_t h, const real_t* p,
             const real_t lower = bdf_error_const(k - 1);
 {{ UNROLL }}
             for (int i = 0; i < ODE_NX; ++i) err[i] = lower * S->Dn[k][i];
-            e_lower = bdf_norm(err, y, cfg);
+            e_lower = bdf_norm(err, y, cfg, ODE_ATOL_V(S));
         }
         if (k < BDF_MAX_ORDER) {
             const real_t higher = bdf_error_const(k + 1);
 {{ UNROLL }}
             for (int i = 0; i < ODE_NX; ++i) err[i] = higher * S->Dn[k + 2][i];
-            e_higher = bdf_norm(err, y, cfg);
+            e_higher = bdf_norm(err, y, cfg, ODE_ATOL_V(S));
         }
         /* the factor each order allows (an error of 0: any, so the largest); of equal
            ones the lowest order, as scipy's argmax */

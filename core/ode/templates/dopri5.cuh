@@ -12,6 +12,7 @@
 
 typedef struct {
     real_t x[ODE_NX], f[ODE_NX];      /* state and f at t */
+    ODE_ATOL_FIELD                    /* each state's atol (--scaled-atol) */
     real_t xn[ODE_NX], fn[ODE_NX];    /* at t + h after an accepted step */
     real_t k3[ODE_NX], k4[ODE_NX], k5[ODE_NX], k6[ODE_NX]; /* stages kept for dense output */
     real_t h;          /* the next step to try */
@@ -75,8 +76,10 @@ SBMLGPU_HD void ode_start(ode_stepper* S, real_t t, const real_t* p, const ode_c
     S->facold = ODE_R(1e-4);
     S->reject = false;
     S->nonfinite = false;
+    ODE_START_ATOL(S, cfg);
     ode_restart(S, t, p);
-    S->h = cfg->h0 > ODE_R(0) ? cfg->h0 : ode_initial_step(S->x, S->f, t, p, cfg, t_end, ODE_ORDER);
+    S->h = cfg->h0 > ODE_R(0) ? cfg->h0 : ode_initial_step(S->x, S->f, t, p, cfg, ODE_ATOL_V(S),
+                                                                t_end, ODE_ORDER);
 }
 
 /* One attempt of size h from (t, x). 1: accepted (xn, fn and the dense-output stages
@@ -120,7 +123,8 @@ SBMLGPU_HD int ode_step(ode_stepper* S, real_t t, real_t h, const real_t* p,
     for (int i = 0; i < ODE_NX; ++i) {
         const real_t e = h * (DP_E1 * k1[i] + DP_E3 * S->k3[i] + DP_E4 * S->k4[i]
                               + DP_E5 * S->k5[i] + DP_E6 * S->k6[i] + DP_E7 * S->fn[i]);
-        const real_t sk = cfg->atol + cfg->rtol * ODE_MAX(ODE_ABS(x[i]), ODE_ABS(S->xn[i]));
+        const real_t sk = ODE_ATOL_AT(S->atol, i, cfg)
+                         + cfg->rtol * ODE_MAX(ODE_ABS(x[i]), ODE_ABS(S->xn[i]));
         err += (e / sk) * (e / sk);
     }
     err = ODE_SQRT(err / ODE_R(ODE_NX_REAL));

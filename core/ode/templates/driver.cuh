@@ -81,7 +81,8 @@ SBMLGPU_HD real_t ode_history_error(const ode_stepper* S, real_t h, const ode_co
         const int i = history_state[q];
         const real_t hermite = ODE_R(0.5) * (S->x[i] + S->xn[i])
                              + ODE_R(0.125) * h * (S->f[i] - S->fn[i]);
-        const real_t sk = cfg->atol + cfg->rtol * ODE_MAX(ODE_ABS(S->x[i]), ODE_ABS(S->xn[i]));
+        const real_t sk = ODE_ATOL_AT(S->atol, i, cfg)
+                         + cfg->rtol * ODE_MAX(ODE_ABS(S->x[i]), ODE_ABS(S->xn[i]));
         const real_t d = (y[i] - hermite) / sk;
         err += d * d;
     }

@@ -40,6 +40,25 @@
 #endif
 #define ODE_R(v) ((real_t)(v))
 
+{% if scaled_atol %}
+/* The absolute tolerance of each state (--scaled-atol, adaptive.cuh's ode_start_atol):
+   the member's own, set at its start. ODE_ATOL_V(S): the stepper's array, passed on;
+   ODE_ATOL_AT(a, i, cfg): state i's tolerance. */
+#define ODE_ATOL_FIELD real_t atol[ODE_NX];
+#define ODE_ATOL_V(S) ((S)->atol)
+#define ODE_ATOL_AT(a, i, cfg) ((a)[i])
+#if SBMLGPU_DOUBLE
+#define ODE_ATOL_FLOOR 1e-150  /* (error / weight)^2 stays finite for errors up to 1 */
+#else
+#define ODE_ATOL_FLOOR 1e-19f
+#endif
+{% else %}
+/* --atol for every state (--no-scaled-atol): no per-member array */
+#define ODE_ATOL_FIELD
+#define ODE_ATOL_V(S) ((const real_t*)0)
+#define ODE_ATOL_AT(a, i, cfg) ((cfg)->atol)
+{% endif %}
+
 /* Large models: the right-hand side and the Jacobian are called, not inlined at every
    stage (their arrays live in local memory anyway, and inlining them six times makes
    nvcc take minutes). Small models: inlined, arrays in registers. */

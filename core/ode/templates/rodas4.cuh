@@ -20,6 +20,7 @@
 
 typedef struct {
     real_t x[ODE_NX], f[ODE_NX];    /* state and f at t */
+    ODE_ATOL_FIELD                  /* each state's atol (--scaled-atol) */
     real_t xn[ODE_NX], fn[ODE_NX];  /* at t + h after an accepted step */
     real_t c3[ODE_NX], c4[ODE_NX];  /* dense-output coefficients of the last step */
     real_t h, hold, errold;
@@ -99,8 +100,10 @@ SBMLGPU_HD void ode_start(ode_stepper* S, real_t t, const real_t* p, const ode_c
     S->nonfinite = false;
     S->hold = ODE_R(0);
     S->errold = ODE_R(1);
+    ODE_START_ATOL(S, cfg);
     ode_restart(S, t, p);
-    S->h = cfg->h0 > ODE_R(0) ? cfg->h0 : ode_initial_step(S->x, S->f, t, p, cfg, t_end, ODE_ORDER);
+    S->h = cfg->h0 > ODE_R(0) ? cfg->h0 : ode_initial_step(S->x, S->f, t, p, cfg, ODE_ATOL_V(S),
+                                                                t_end, ODE_ORDER);
 }
 
 SBMLGPU_HD int ode_step(ode_stepper* S, real_t t, real_t h, const real_t* p,
@@ -164,7 +167,8 @@ SBMLGPU_HD int ode_step(ode_stepper* S, real_t t, real_t h, const real_t* p,
 {{ UNROLL }}
     for (int i = 0; i < ODE_NX; ++i) {
         S->xn[i] = y[i] + k6[i];
-        const real_t sk = cfg->atol + cfg->rtol * ODE_MAX(ODE_ABS(x[i]), ODE_ABS(S->xn[i]));
+        const real_t sk = ODE_ATOL_AT(S->atol, i, cfg)
+                         + cfg->rtol * ODE_MAX(ODE_ABS(x[i]), ODE_ABS(S->xn[i]));
         err += (k6[i] / sk) * (k6[i] / sk);
     }
     err = ODE_SQRT(err / ODE_R(ODE_NX_REAL));

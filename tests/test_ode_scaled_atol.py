@@ -1,0 +1,141 @@
+"""--scaled-atol: a state that starts nonzero below atol / rtol is held to rtol x its
+initial value (sbmlgpu.ode.tolerances, templates/adaptive.cuh's ode_start_atol).
+
+The model: x grows logistically from x_init, far below atol, to K, beside a stiff
+state y that relaxes at rate k = 400 (it lets the implicit methods take long steps
+once y has settled). Its exact solution is known, and at rtol 1e-6 / atol 1e-12 every
+method with the per-state tolerances follows it; with atol alone, rodas4, bdf and
+scipy's LSODA had it 100-360 % off (Beer_MolBioSystems2014's init_Bac, docs/ode.md)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import sbmlgpu
+from sbmlgpu.codegen.compile_check import nvcc_available, nvcc_compile
+from sbmlgpu.ode.tolerances import FLOOR, start_atol
+
+from .ode_helpers import needs_compiler
+
+RATE, CAPACITY, STIFF = 3.5, 1e-3, 400.0
+TIMES = np.array([0.0, 0.5, 1.0, 5.0, 10.0, 12.0, 15.0, 20.0])
+TOLERANCES = {"rtol": 1e-6, "atol": 1e-12}
+#: three members' starts: two far below atol, one above atol / rtol (atol unchanged)
+STARTS = np.array([1e-20, 1e-16, 1e-4])
+
+
+def _math(body: str) -> str:
+    return f'<math xmlns="http://www.w3.org/1998/Math/MathML">{body}</math>'
+
+
+LOGISTIC = (
+    '<?xml version="1.0" encoding="UTF-8"?>'
+    '<sbml xmlns="http://www.sbml.org/sbml/level3/version2/core" level="3" version="2">'
+    '<model id="logistic_from_below_atol"><listOfParameters>'
+    f'<parameter id="r" value="{RATE}" constant="true"/>'
+    f'<parameter id="K" value="{CAPACITY}" constant="true"/>'
+    f'<parameter id="k" value="{STIFF}" constant="true"/>'
+    '<parameter id="x_init" value="1e-20" constant="true"/>'
+    '<parameter id="x" value="0" constant="false"/>'
+    '<parameter id="y" value="0" constant="false"/>'
+    '</listOfParameters><listOfInitialAssignments>'
+    '<initialAssignment symbol="x">' + _math("<ci>x_init</ci>") + '</initialAssignment>'
+    '</listOfInitialAssignments><listOfRules>'
+    '<rateRule variable="x">' + _math(
+        "<apply><times/><ci>r</ci><ci>x</ci><apply><minus/><cn>1</cn>"
+        "<apply><divide/><ci>x</ci><ci>K</ci></apply></apply></apply>") + '</rateRule>'
+    '<rateRule variable="y">' + _math(
+        "<apply><times/><ci>k</ci><apply><minus/><cn>1</cn><ci>y</ci></apply></apply>")
+    + '</rateRule></listOfRules></model></sbml>')
+
+
+def exact(x0):
+    """The logistic's solution at TIMES, (members, times)."""
+    x0 = np.asarray(x0, float)[:, None]
+    return CAPACITY / (1 + (CAPACITY / x0 - 1) * np.exp(-RATE * TIMES))
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    path = tmp_path_factory.mktemp("scaled_atol") / "logistic.xml"
+    path.write_text(LOGISTIC)
+    return sbmlgpu.load(str(path))
+
+
+def _x(result) -> np.ndarray:
+    return result.data[:, :, list(result.ids).index("x")]
+
+
+def _run(model, backend, device="cpu", **options):
+    return sbmlgpu.run(model, backend, times=TIMES, parameters={"x_init": STARTS},
+                       options={**TOLERANCES, **options}, device=device, progress=False)
+
+
+def test_the_tolerances_are_tighter_only_for_nonzero_starts_below_atol_over_rtol():
+    x0 = np.array([1e-20, -1e-20, 0.0, 1e-7, 1e-5, 3.0, 1e-300])
+    got = start_atol(x0, 1e-6, 1e-12)
+    assert got == pytest.approx([1e-26, 1e-26, 1e-12, 1e-13, 1e-12, 1e-12, FLOOR], rel=1e-12)
+    # states first, members after: each member its own
+    table = np.array([[1e-20, 1.0], [0.0, 1e-9]])
+    assert start_atol(table, 1e-6, 1e-12) == pytest.approx(
+        np.array([[1e-26, 1e-12], [1e-12, 1e-15]]), rel=1e-12)
+
+
+@pytest.mark.parametrize("method", ["dopri5", "rodas4", "bdf"])
+def test_a_state_that_starts_far_below_atol_grows_right_on_the_cpu_path(model, method):
+    needs_compiler()
+    result = _run(model, "ode", method=method, cpu_engine="native")
+    assert np.all(result.status == 0)
+    # bdf's global error over 16 orders of growth: 1.3e-4 at rtol 1e-6
+    np.testing.assert_allclose(_x(result), exact(STARTS), rtol=1e-3)
+
+
+def test_the_numpy_engine_and_the_reference_hold_the_same_rule(model):
+    numpy_engine = _run(model, "ode", method="dopri5", cpu_engine="numpy")
+    np.testing.assert_allclose(_x(numpy_engine), exact(STARTS), rtol=1e-3)
+    for method in ("LSODA", "BDF", "Radau"):
+        reference = _run(model, "reference", method=method)
+        np.testing.assert_allclose(_x(reference), exact(STARTS), rtol=1e-3)
+
+
+def test_off_every_state_has_atol_and_the_kernel_keeps_no_array(model):
+    """--no-scaled-atol: the kernel is the one before the option (no per-state
+    tolerances); the member that starts above atol / rtol is the same either way."""
+    from sbmlgpu.ode.model import KernelModel
+    from sbmlgpu.plugins.ode.program import default_outputs, kernel_source
+    from sbmlgpu.views import ode_system
+
+    kernel_model = KernelModel(ode_system(model), ("x_init",), default_outputs(model))
+    on = kernel_source(kernel_model, "rodas4")
+    off = kernel_source(kernel_model, "rodas4", scaled_atol=False)
+    assert "ode_start_atol(" in on.text and "ode_start_atol(" not in off.text
+    assert "real_t atol[ODE_NX];" in on.text and "real_t atol[ODE_NX];" not in off.text
+    needs_compiler()
+    scaled = _run(model, "ode", method="rodas4", cpu_engine="native")
+    plain = _run(model, "ode", method="rodas4", cpu_engine="native", scaled_atol=False)
+    np.testing.assert_allclose(_x(plain)[2], _x(scaled)[2], rtol=1e-12)
+    assert scaled.metadata["options"]["scaled_atol"] is True
+    assert plain.metadata["options"]["scaled_atol"] is False
+
+
+@pytest.mark.skipif(not nvcc_available(), reason="nvcc not found")
+@pytest.mark.parametrize("method", ["dopri5", "rodas4", "bdf"])
+@pytest.mark.parametrize("precision", ["double", "float"])
+@pytest.mark.parametrize("scaled", [True, False])
+def test_kernels_with_and_without_it_compile_for_sm90(model, method, precision, scaled):
+    from sbmlgpu.ode.model import KernelModel
+    from sbmlgpu.plugins.ode.program import default_outputs, kernel_source
+    from sbmlgpu.views import ode_system
+
+    kernel_model = KernelModel(ode_system(model), ("x_init",), default_outputs(model))
+    src = kernel_source(kernel_model, method, precision, scaled_atol=scaled, refill=True)
+    assert nvcc_compile(src.text, "sm_90", name=src.name)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("method", ["dopri5", "rodas4", "bdf"])
+def test_on_the_gpu_each_member_has_its_own_tolerances(model, method, gpu_device):
+    gpu = _run(model, "ode", device=[gpu_device.index], method=method)
+    assert np.all(gpu.status == 0)
+    np.testing.assert_allclose(_x(gpu), exact(STARTS), rtol=1e-3)
