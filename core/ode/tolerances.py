@@ -24,6 +24,8 @@ FLOOR = 1e-150
 def start_atol(x0: np.ndarray, rtol: float, atol: float) -> np.ndarray:
     """The absolute tolerances of states starting at `x0` (any shape: states first,
     members after), as the kernels set them."""
-    scaled = rtol * np.abs(np.asarray(x0, dtype=float))
-    tighter = (scaled > 0) & (scaled < atol)
+    x0 = np.asarray(x0, dtype=float)
+    scaled = rtol * np.abs(x0)  # 0 where it underflows: then FLOOR
+    with np.errstate(invalid="ignore"):
+        tighter = (x0 != 0) & (scaled < atol)  # NaN compares false: atol
     return np.where(tighter, np.maximum(scaled, FLOOR), atol)

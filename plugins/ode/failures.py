@@ -44,13 +44,18 @@ def _non_finite(times: np.ndarray, rows: np.ndarray | None) -> str:
     return f"a state became NaN or infinite {when}: " + text.split(": ", 1)[-1]
 
 
+#: --scaled-atol holds a state that starts nonzero below atol / rtol to rtol x its
+#: start; where that state's rate is rounding noise (a cancellation of much larger
+#: terms, e.g. a conserved total minus its parts), the steps shrink to resolve the noise
+SCALED_ATOL_ADVICE = ("; if a state starts nonzero far below --atol and its rate is a "
+                      "difference of much larger terms, try --no-scaled-atol")
 #: what to try for a member stopped by a limit (the CLI's option names)
 LIMIT_ADVICE = {
     "max_steps": "raise --max-steps, use --method rodas4 if the model is stiff, or narrow "
-                 "the parameter bounds that lead here",
+                 "the parameter bounds that lead here" + SCALED_ATOL_ADVICE,
     "max_steps_per_interval": "raise --max-steps-per-interval (0: no limit), add output "
                               "times, use --method rodas4 if the model is stiff, or narrow "
-                              "the parameter bounds that lead here",
+                              "the parameter bounds that lead here" + SCALED_ATOL_ADVICE,
     "time_limit": "raise --member-time-limit (0: no limit), use --method rodas4 if it was "
                   "not chosen, loosen --rtol/--atol, or narrow the parameter bounds that "
                   "lead here",

@@ -17,8 +17,8 @@ SBMLGPU_HD void ode_start_atol(real_t* atol, const real_t* x0, const ode_config*
 {
 {{ unroll }}
     for (int i = 0; i < ODE_NX; ++i) {
-        const real_t scaled = cfg->rtol * ODE_ABS(x0[i]);
-        atol[i] = scaled > ODE_R(0) && scaled < cfg->atol
+        const real_t scaled = cfg->rtol * ODE_ABS(x0[i]);  /* 0 where it underflows */
+        atol[i] = x0[i] != ODE_R(0) && scaled < cfg->atol
             ? ODE_MAX(scaled, ODE_R(ODE_ATOL_FLOOR)) : cfg->atol;
     }
 }
