@@ -190,3 +190,50 @@ def test_a_state_whose_rate_is_rounding_noise_is_never_silently_wrong(tmp_path, 
         assert member == 0 and "try --no-scaled-atol" in message
     assert plain.status[0] == 0
     np.testing.assert_allclose(plain.data[0, :, c], 1e-14, atol=1e-10)
+
+
+def test_the_gpu_engine_path_with_lanes_that_refill_holds_each_members_tolerances(model):
+    """The GPU path (batches, the refill kernel, bundling off: three members) on a fake
+    device whose kernels are the same source built for the host."""
+    from sbmlgpu.plugins.ode.backend import OdeBackend
+    from sbmlgpu.plugins.ode.options import OdeOptions
+    from sbmlgpu.schedule import Scheduler
+    from sbmlgpu.tasks import TimeCourse
+
+    from .fakes import FakeDevice
+    from .test_ode_engine_fake import compile_for_host
+
+    needs_compiler()
+    device = FakeDevice(compile=compile_for_host)
+    for method in ("rodas4", "bdf"):
+        options = OdeOptions(method=method, **TOLERANCES).validate()
+        program = OdeBackend().compile(model, options, device)
+        task = TimeCourse(times=TIMES, parameters={"x_init": STARTS}, progress=False)
+        result = program.run(task, Scheduler(devices=[device], progress=False))
+        assert result.metadata["engine"] == "gpu"
+        assert result.metadata["lanes"].startswith("refill")
+        assert np.all(result.status == 0)
+        np.testing.assert_allclose(_x(result), exact(STARTS), rtol=1e-3)
+
+
+def test_the_tolerances_come_from_the_state_after_the_events_at_t0(tmp_path):
+    """x starts at 1 and an event at t0 sets it to 1e-20: its tolerance is rtol x 1e-20
+    (from the state the integration starts with), not atol (from x = 1)."""
+    needs_compiler()
+    text = LOGISTIC.replace(
+        '<initialAssignment symbol="x">' + _math("<ci>x_init</ci>") + '</initialAssignment>',
+        '<initialAssignment symbol="x">' + _math("<cn>1</cn>") + '</initialAssignment>'
+    ).replace('</listOfRules>', '</listOfRules><listOfEvents><event useValuesFromTriggerTime="true">'
+              '<trigger initialValue="false" persistent="true">' + _math(
+                  "<apply><geq/><csymbol encoding=\"text\" definitionURL=\"http://www.sbml.org"
+                  "/sbml/symbols/time\">t</csymbol><cn>0</cn></apply>") + '</trigger>'
+              '<listOfEventAssignments><eventAssignment variable="x">'
+              + _math("<ci>x_init</ci>") + '</eventAssignment></listOfEventAssignments>'
+              '</event></listOfEvents>')
+    path = tmp_path / "event_at_t0.xml"
+    path.write_text(text)
+    net = sbmlgpu.load(str(path))
+    for method in ("rodas4", "bdf"):
+        result = _run(net, "ode", method=method, cpu_engine="native")
+        assert np.all(result.status == 0)
+        np.testing.assert_allclose(_x(result)[:, 1:], exact(STARTS)[:, 1:], rtol=1e-3)
