@@ -180,6 +180,51 @@ def test_the_trial_picks_bdf_only_well_below_rodas4s_time():
     assert method_trial.choose(timed({"rodas4": 0.005, "bdf": 0.05}))[0] == "rodas4"
 
 
+def test_the_trial_keeps_rodas4_where_bdf_fails_more_of_its_members():
+    import time
+
+    def timed(seconds, failed):
+        def run(method, warm_up):
+            if not warm_up:
+                time.sleep(seconds[method])
+                return failed[method]
+            return None
+        return run
+
+    fast = {"rodas4": 0.05, "bdf": 0.005}
+    pick, why, _ = method_trial.choose(timed(fast, {"rodas4": 1, "bdf": 3}))
+    assert pick == "rodas4" and "it failed 3, rodas4 1" in why
+    # as many failures (or fewer): the faster bdf
+    assert method_trial.choose(timed(fast, {"rodas4": 2, "bdf": 2}))[0] == "bdf"
+    assert method_trial.choose(timed(fast, {"rodas4": 2, "bdf": 0}))[0] == "bdf"
+
+
+def test_the_trials_count_of_failures_leaves_out_the_budgets_max_steps(model, monkeypatch):
+    """The program's trial run: a member stopped by the first pass's budget (max_steps)
+    is not a failure; one stopped otherwise (here max_steps_per_interval) is."""
+    from sbmlgpu.plugins.ode import program as program_module
+
+    counts = []
+
+    def choose(run_trial):
+        for method in method_trial.CANDIDATES:
+            run_trial(method, True)
+            counts.append((method, run_trial(method, False)))
+        return "rodas4", "counted", {}
+
+    monkeypatch.setattr(method_trial, "choose", choose)
+    k = np.concatenate([K, K[:200]])
+    task = TimeCourse(times=TIMES, parameters={"k": k}, seed=5, progress=False)
+    for options, failing in (({"pass_steps": 5}, False),
+                             ({"max_steps_per_interval": 3}, True)):
+        counts.clear()
+        opts = OdeOptions(method="auto", cpu_engine="native", **options).validate()
+        OdeBackend().compile(model, opts, None).run(task)
+        assert [m for m, _ in counts] == list(method_trial.CANDIDATES)
+        assert all((c > 0) == failing for _, c in counts), counts
+    assert program_module.TRIAL_UNFAILED == (0, 1)
+
+
 def test_who_has_a_trial():
     n = method_trial.TRIAL_MIN_MEMBERS
     assert method_trial.wanted("auto", "rodas4", n, on_device=False)

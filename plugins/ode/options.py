@@ -34,7 +34,8 @@ class OdeOptions(BackendOptions):
                 "along eight members' trajectories, says the ensemble is stiff over the time "
                 "span, else dopri5; where stiff, members past --pass-steps run again with "
                 "bdf, and on the CPU path an ensemble of 512 or more members runs with bdf "
-                "where a timed trial of 32 members finds it faster)", choices=METHODS)
+                "where a timed trial of 32 members finds it faster and failing no more "
+                "of them)", choices=METHODS)
     dt: float = option(1e-3, "step of rk4 (each output interval is split into "
                              "ceil(interval/dt) equal steps)", minimum=0.0)
     rtol: float | None = option(None, "relative tolerance of the adaptive methods "

@@ -40,7 +40,7 @@ from sbmlgpu.ode.kernel_source import DEFAULT_HISTORY_NODES, KernelSource
 from sbmlgpu.ode.sinks import LAUNCH_ORDER
 from sbmlgpu.outputs import default_outputs
 from sbmlgpu.profile import phase
-from sbmlgpu.results import TimeCourseResult
+from sbmlgpu.results import Status, TimeCourseResult
 from sbmlgpu.runtime.host_threads import over_pieces
 from sbmlgpu.runtime.resident import ResidentTable
 from sbmlgpu.schedule.ensemble import (BatchMemory, EnsembleJob, MemberBatch, MemberResults,
@@ -61,6 +61,9 @@ WARP = 32
 #: an unbundled run of several varied columns keeps its table on the GPU from this
 #: many members (its batches' columns are then gathered there, not copied on the host)
 RESIDENT_MIN_MEMBERS = 4096
+#: the method trial's statuses that are not failures: ok, and the first pass's budget
+#: (method_trial.choose counts the others)
+TRIAL_UNFAILED = (int(Status.ok), int(Status.max_steps))
 #: this backend's kernel: sbmlgpu.ode's templates with the trajectory sink
 KERNEL = ("sbmlgpu.plugins.ode", "ode.cu")
 
@@ -505,12 +508,16 @@ class OdeProgram(Program):
         columns = np.ascontiguousarray(table[:, members])
         ids = members.astype(np.uint64)
 
-        def run(candidate: str, warm_up: bool) -> None:
+        def run(candidate: str, warm_up: bool) -> int:
+            """The trial's members with `candidate`: how many failed (the budget's
+            max_steps is not a failure: those go on in a later pass)."""
             _, engine = self._engine(model, candidate)
             steps = 1 if warm_up else self._trial_steps()
-            engine.run(None, columns.astype(engine.dtype, copy=False), times,
-                       len(model.outputs), launch_config(self.options, candidate, steps, seed),
-                       ids, first_member=LAUNCH_ORDER)
+            out = engine.run(None, columns.astype(engine.dtype, copy=False), times,
+                             len(model.outputs),
+                             launch_config(self.options, candidate, steps, seed),
+                             ids, first_member=LAUNCH_ORDER)
+            return int(np.sum(~np.isin(out.status, TRIAL_UNFAILED)))
 
         engines = [self._engine(model, m)[1] for m in method_trial.CANDIDATES]
         if any(engine.name != "native" for engine in engines):
