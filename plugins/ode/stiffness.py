@@ -126,9 +126,8 @@ def _states_along(probe: _Probe, p_values: np.ndarray, t0: float, span: float,
         params = {**{pid: float(v) for pid, v in probe.model.fixed_values.items()},
                   **{pid: float(v) for pid, v in zip(probe.model.varied, p_values)}}
         # a probe of the trajectory's stiffness at loose tolerances, not an answer:
-        # atol for every state (--scaled-atol's per-state ones would only add steps)
-        traj = reference.simulate(compiled, times, parameters=params, rtol=1e-6, atol=1e-9,
-                                  scaled_atol=False)
+        # atol for every state (the reference's default; --scaled-atol's would only add steps)
+        traj = reference.simulate(compiled, times, parameters=params, rtol=1e-6, atol=1e-9)
         reached = len(times) if traj.n_reached < 0 else traj.n_reached
         points += [(float(times[k]), np.asarray(traj.x[k], float)) for k in range(1, reached)
                    if np.all(np.isfinite(traj.x[k]))]
