@@ -11,8 +11,8 @@ call measured: its wall time; for each ensemble it ran (sbmlgpu.api.execute: the
 preequilibration, the time courses, the t = inf steady states) its wall time, times,
 members, solver kernels' seconds, method and the profiler's spans by name; the time
 outside those ensembles (the host's work on the problem: conditions, formulas,
-likelihood); and cProfile's `--top` functions by cumulative time (main thread only:
-threads' work shows as lock waits). Printed; the lines `=== `, `  execute` and
+likelihood); and cProfile's `--top` functions by cumulative and by own time (main
+thread only: threads' work shows as lock waits). Printed; the lines `=== `, `  execute` and
 `  outside` are the summary (docs/benchmarks.md quotes them).
 """
 
@@ -111,9 +111,10 @@ def main(argv=None) -> int:
             for ensemble in ensembles:
                 print("  execute", json.dumps(ensemble))
             print(f"  outside execute: {wall - sum(e['wall'] for e in ensembles):.3f}s")
-            text = io.StringIO()
-            pstats.Stats(profile, stream=text).sort_stats("cumulative").print_stats(args.top)
-            print(text.getvalue(), flush=True)
+            for order in ("cumulative", "tottime"):  # the call chain, then who spends
+                text = io.StringIO()
+                pstats.Stats(profile, stream=text).sort_stats(order).print_stats(args.top)
+                print(text.getvalue(), flush=True)
     finally:
         api.execute = execute
     return 0

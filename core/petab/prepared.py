@@ -33,6 +33,7 @@ import numpy as np
 from ..errors import OptionError
 from ..results.status import Status
 from .likelihood import summed_terms
+from .messages import FailureMessages, first_failures
 from .observables import Formulas
 from .problem import PetabProblem, load_problem
 from .reduction import ObjectiveRows
@@ -116,11 +117,9 @@ class PreparedObjective:
         if simulated.reduced is not None:  # the rows at finite times, scored on the device
             nll = simulated.reduced[0] + nll
             chi2 = simulated.reduced[1] + chi2
-        status, messages = _member_status(simulated, self.runs, n)
+        status, messages = _member_status(simulated, self.runs)
         bad = (status == int(Status.ok)) & ~(np.isfinite(nll) & np.isfinite(chi2))
-        status[bad] = int(NON_FINITE_OBJECTIVE)
-        for j in np.flatnonzero(bad):
-            messages[int(j)] = NON_FINITE_OBJECTIVE.message
+        status[bad] = int(NON_FINITE_OBJECTIVE)  # messages reads it: no run failed them
         if self.keep_kernel:
             self._keep(simulated.method)
         return PetabResult(p, sets, nll, chi2, status, messages, rows, sim, sigma,
@@ -174,15 +173,9 @@ def _column(df, name: str, default: str):
     return df[name].fillna(default).replace("", default)
 
 
-def _member_status(simulated, runs: Runs, n: int) -> tuple[np.ndarray, dict[int, str]]:
+def _member_status(simulated, runs: Runs) -> tuple[np.ndarray, FailureMessages]:
     """A member (set) fails with the first failure of any of its runs."""
-    status = np.zeros(n, np.int8)
-    messages: dict[int, str] = {}
-    for k in range(len(runs.pairs)):
-        for j in np.flatnonzero((status == 0) & (simulated.status[k] != 0)):
-            status[j] = simulated.status[k, j]
-            pre, sim = runs.pairs[k]
-            where = f"condition {sim}" + (f" after preequilibration {pre}" if pre else "")
-            note = simulated.messages.get((k, int(j)), "") or Status(int(status[j])).message
-            messages[int(j)] = f"{where}: {note}"
-    return status, messages
+    status, first_run = first_failures(simulated.status)
+    where = [f"condition {sim}" + (f" after preequilibration {pre}" if pre else "")
+             for pre, sim in runs.pairs]
+    return status, FailureMessages(status, first_run, where, simulated.messages)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,7 +27,8 @@ class PetabResult:
     nll: np.ndarray
     chi2: np.ndarray
     status: np.ndarray
-    messages: dict[int, str] = field(default_factory=dict)
+    #: {set: message} of every failed set (a dict, or petab.messages.FailureMessages)
+    messages: Mapping[int, str] = field(default_factory=dict)
     #: the measurement rows whose simulated values and sigmas the host holds (all, or
     #: with `reduced_on_device` only those at t = inf), and those values (rows, sets)
     rows: np.ndarray | None = None

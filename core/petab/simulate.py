@@ -215,8 +215,9 @@ class Simulation:
         # a member that failed before any steady time keeps the integrator's status
         failed = (result.status != int(Status.ok)) & ~found
         status[failed] = result.status[failed]
-        messages = {i: result.messages.get(i, Status(int(status[i])).message)
-                    for i in np.flatnonzero(~found)}
+        # the integrator's own words for the members not steady (the others' status
+        # message is read where the failures are listed)
+        messages = {int(i): text for i, text in result.messages.items() if not found[int(i)]}
         return x, status, messages
 
     # -- the problem ------------------------------------------------------------------------
@@ -233,15 +234,21 @@ class Simulation:
         messages: dict[tuple[int, int], str] = {}
         self.method = None
 
-        def record(run_ids: list[int], codes: np.ndarray, note) -> None:
-            """Failures of `run_ids` (codes: their members, run after run); `note(k, j)`:
-            the message of set j of run_ids[k]. Only failed members are visited."""
+        def record(run_ids: list[int], codes: np.ndarray, notes: dict[int, str],
+                   base: int = 0) -> None:
+            """Failures of `run_ids` (codes: their members, run after run); `notes`: the
+            backend's own words, keyed by base + the member's index in `codes`. Only the
+            members with words are visited (a failed member without any reads its
+            status's message: _member_status), so thousands of failures cost no loop."""
             codes = codes.reshape(len(run_ids), n)
+            fresh = np.empty_like(codes, dtype=bool)
             for k, run in enumerate(run_ids):
-                fresh = (status[run] == 0) & (codes[k] != 0)
-                status[run][fresh] = codes[k][fresh]
-                for j in np.flatnonzero(fresh):
-                    messages[(run, int(j))] = note(k, int(j))
+                fresh[k] = (status[run] == 0) & (codes[k] != 0)
+                status[run][fresh[k]] = codes[k][fresh[k]]
+            for key, text in notes.items():
+                k, j = divmod(int(key) - base, n)
+                if 0 <= k < len(run_ids) and fresh[k, j] and text:
+                    messages[(run_ids[k], j)] = text
 
         # initial states of every run under its simulation condition
         sims = [b for _, b in runs.pairs]
@@ -260,8 +267,7 @@ class Simulation:
             for k in pre_runs:
                 c = pre_conditions.index(runs.pairs[k][0])
                 x0[:, k * n:(k + 1) * n] = x_ss[:, c * n:(c + 1) * n]
-                record([k], codes[c * n:(c + 1) * n],
-                       lambda _, j, c=c: notes.get(c * n + j, ""))
+                record([k], codes[c * n:(c + 1) * n], notes, base=c * n)
             cond.apply_to_state(sims, x0, p)  # again, on the steady states
 
         timed = runs.row_time_index >= 0
@@ -269,8 +275,7 @@ class Simulation:
         if timed.any():
             reduce = objective(self.outputs) if objective is not None else None
             result = self.time_course(p, x0, runs.times, reduce)
-            record(list(range(n_runs)), result.status,
-                   lambda k, j: result.messages.get(k * n + j, ""))
+            record(list(range(n_runs)), result.status, result.messages)
             if "reduced" in result.metadata:
                 reduced = reduce.per_set(*(result.metadata["reduced"][name]
                                            for name in reduce.names))
@@ -290,7 +295,7 @@ class Simulation:
             cols = np.concatenate([np.arange(k * n, (k + 1) * n) for k in inf_runs])
             p_inf = p.take(cols)
             x_ss, codes, notes = self.steady_state(p_inf, x0[:, cols])
-            record(inf_runs, codes, lambda k, j: notes.get(k * n + j, ""))
+            record(inf_runs, codes, notes)
             at = ev.values(ids, x_ss, p_inf, float(STEADY_TIMES[-1])) if ids else None
             slot = np.full(n_runs, -1)
             slot[inf_runs] = np.arange(len(inf_runs))
