@@ -73,7 +73,9 @@ class NumpyEngine:
         self.method = method
         self.options = options
         self.dtype = np.float64
-        self.vectorised = method in ("rk4", "dopri5") and not model.atoms
+        # events (even those whose triggers hold no atoms, e.g. a number) need the
+        # reference's event loop: the vectorised steppers have none
+        self.vectorised = method in ("rk4", "dopri5") and not model.atoms and not model.events
         self._rhs = lambdify(model, model.rhs)
         self._x0 = lambdify(model, model.x0, with_states=False)
         self._out = lambdify(model, model.output_exprs)
@@ -278,7 +280,6 @@ class NumpyEngine:
         out = np.full((len(times), n_outputs, b), np.nan)
         status = np.zeros(b, np.int8)
         steps = np.zeros(b, np.int32)
-        ids = list(self.model.outputs)
         for m in range(b):
             params = {pid: float(table[j, m]) for j, pid in enumerate(self.model.varied)}
             seed = int(members[m]) if members is not None else first_member + m
@@ -291,5 +292,11 @@ class NumpyEngine:
                 status[m] = Status.failed
                 continue
             status[m] = Status.parse(traj.status)
-            out[:, :, m] = traj.evaluate(ids, "value")
+            # the outputs from the trajectory's states (the same OdeSystem, so the same
+            # state order) by this engine's own output functions: the names as asked,
+            # amount(S1) and [S1] too, which the reference's evaluate does not read
+            reached = len(times) if traj.n_reached < 0 else traj.n_reached
+            if reached:
+                out[:reached, :, m] = self.outputs(times[:reached], traj.x[:reached].T,
+                                                   table[:, m]).T
         return out, status, steps
