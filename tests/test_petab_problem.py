@@ -206,6 +206,23 @@ def test_unknown_parameter_in_table(problem, tmp_path):
         simulate_problem(problem, parameters=table, device="cpu")
 
 
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_a_set_value_that_is_not_finite_is_an_option_error(problem, bad):
+    """A NaN would read as an empty condition cell (kp_c2 sets kp in c2) and leave the
+    model's own kp in place: a different objective with no word."""
+    from sbmlgpu.petab import objective
+
+    prepared = objective(problem, device="cpu")
+    with pytest.raises(OptionError, match=r"kp_c2: set 1 is .*every value must be a finite"):
+        prepared({"kd": [0.5, 0.5, 0.5], "kp_c2": [2.0, bad, bad]})
+    with pytest.raises(OptionError, match=r"kd: set 0 is"):
+        simulate_problem(problem, parameters={"kd": [bad]}, device="cpu")
+    table = problem.parent / "sets_not_finite.csv"
+    table.write_text(f"kd,kp_c2\n0.5,2\n0.5,{bad}\n")
+    with pytest.raises(OptionError, match=r"kp_c2: set 1 is"):
+        simulate_problem(problem, parameters=table, device="cpu")
+
+
 @pytest.mark.parametrize("n, message", [(0, "must be a positive integer"),
                                          (10**14, "would need .* GB for the parameter sets")])
 def test_an_ensemble_size_that_cannot_be_is_an_option_error(problem, n, message):

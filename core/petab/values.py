@@ -48,6 +48,14 @@ def table_sets(p: PetabProblem, table: str | Path | dict, option: str = "paramet
         raise OptionError(option, f"columns differ in length or the table is empty: "
                                   f"{ {k: len(v) for k, v in values.items()} }")
     n = lengths.pop()
+    for pid, v in values.items():
+        # a NaN would reach a condition's cell as "empty" and leave the model's own value
+        # in place: a silently different objective
+        bad = np.flatnonzero(~np.isfinite(v))
+        if bad.size:
+            raise OptionError(option, f"{pid}: set {int(bad[0])} is {v[bad[0]]} "
+                                      f"({bad.size} set(s) in all); every value must be a "
+                                      f"finite number")
     out = {q.id: np.full(n, q.nominal) for q in p.parameters}
     out.update({k: np.asarray(v, dtype=float) for k, v in values.items()})
     return out
