@@ -268,3 +268,43 @@ def test_numpy_engine_runs_an_event_whose_trigger_has_no_atoms(method):
                          options={"cpu_engine": "numpy", "method": method})
     assert result.ok.all()
     np.testing.assert_array_equal(result["p1"][0], [5.0, 5.0, 5.0])
+
+
+@pytest.mark.parametrize("method", ["dopri5", "rodas4"])
+def test_numpy_engine_reference_path_reads_the_ensembles_alike_columns(method):
+    """A column alike over the ensemble (k = 2 in every member) is a literal of the
+    kernel model, not a table row: the reference path, which an event sends the members
+    through, must simulate with it and not with the file's k = 0.5."""
+    from tests.sbml_strings import DECAY_SBML
+
+    math = '<math xmlns="http://www.w3.org/1998/Math/MathML">{}</math>'
+    never = ('<listOfEvents><event id="never" useValuesFromTriggerTime="true">'
+             '<trigger initialValue="false" persistent="true">'
+             + math.format("<apply><gt/><ci>k</ci><cn>100</cn></apply>") + '</trigger>'
+             '<listOfEventAssignments><eventAssignment variable="A">'
+             + math.format("<cn>0</cn>") + '</eventAssignment></listOfEventAssignments>'
+             '</event></listOfEvents></model>')
+    net = sbmlgpu.load(DECAY_SBML.replace("</model>", never))
+    times = np.linspace(0, 2, 3)
+    result = sbmlgpu.run(net, "ode", times=times, outputs=["A"], device="cpu",
+                         parameters={"k": [2.0, 2.0], "c": [1.0, 3.0]},
+                         options={"cpu_engine": "numpy", "method": method})
+    assert result.ok.all()
+    # d[A]/dt = -k [A] whatever the compartment's size
+    np.testing.assert_allclose(result["A"], np.tile(10 * np.exp(-2 * times), (2, 1)),
+                               rtol=1e-4)
+
+
+def test_a_failed_member_of_the_reference_path_gets_the_references_words():
+    """`failed` from the kernel means its event loop; from the numpy engine's reference
+    path it is scipy's integrator or the reference's event loop: each its own words."""
+    from sbmlgpu.plugins.ode import failures
+    from sbmlgpu.results import Status
+
+    status = np.array([int(Status.ok), int(Status.failed)], np.int8)
+    times = np.array([0.0, 1.0])
+    kernel = failures.messages(status, times, None)
+    reference = failures.messages(status, times, None, reference=True)
+    assert set(kernel) == set(reference) == {1}
+    assert kernel[1] == failures.EVENTS_FAILED
+    assert reference[1] == failures.REFERENCE_FAILED and "scipy" in reference[1]

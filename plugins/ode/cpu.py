@@ -281,7 +281,10 @@ class NumpyEngine:
         status = np.zeros(b, np.int8)
         steps = np.zeros(b, np.int32)
         for m in range(b):
-            params = {pid: float(table[j, m]) for j, pid in enumerate(self.model.varied)}
+            # the columns alike over the ensemble are literals of the kernel model
+            # (fixed_values), not table rows: the reference needs both
+            params = {**self.model.fixed_values,
+                      **{pid: float(table[j, m]) for j, pid in enumerate(self.model.varied)}}
             seed = int(members[m]) if members is not None else first_member + m
             try:
                 traj = reference.simulate(self._compiled, times, parameters=params,

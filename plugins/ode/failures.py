@@ -27,6 +27,15 @@ EVENTS_FAILED = (
 NO_FAST_EQUILIBRIUM = ("; or (a model with fast reactions) the fast reactions reached no "
                        "equilibrium at the start or after an event (rates that grow "
                        "without bound, or too stiff to relax)")
+#: the numpy CPU engine (no C++ compiler) runs implicit methods and models with events
+#: member by member through the CPU reference, whose failures are its own
+REFERENCE_FAILED = (
+    "the CPU reference's integration failed (the numpy CPU engine, used where no C++ "
+    "compiler is found, runs this model member by member through scipy's solvers: a "
+    "step it could not take, e.g. at an event, more event or switch instants than it "
+    "allows, or an event it could not carry out); try --method dopri5, looser "
+    "--rtol/--atol, or the native engine (a C++ compiler) or a GPU, which run the "
+    "generated kernel")
 HISTORY_LOST = ("; or (a model with delay()) a look-up needed a past state that the "
                 "history ring no longer held: raise --history-nodes")
 
@@ -83,18 +92,22 @@ def _stopped(name: str, times: np.ndarray, rows: np.ndarray | None) -> str:
 
 
 def messages(status: np.ndarray, times: np.ndarray, data: np.ndarray | None, *,
-             draws: bool = False, delays: bool = False,
-             fast: bool = False) -> dict[int, str]:
+             draws: bool = False, delays: bool = False, fast: bool = False,
+             reference: bool = False) -> dict[int, str]:
     """{member: message} for the first MAX_MESSAGES failed members; `data` (members,
     times, outputs) when full time courses were kept, else None; `draws`: the model
     has distrib draws, whose invalid arguments also fail a member; `delays`: it has
     delay(), whose history ring may run short; `fast`: it has fast reactions, whose
-    relaxation may find no equilibrium."""
+    relaxation may find no equilibrium; `reference`: the members ran through the CPU
+    reference (the numpy engine's path for implicit methods and events), whose
+    `failed` is its own integrator's or event loop's."""
     out = {}
     # np.flatnonzero's steps as methods (its wrappers cost more than the test)
     for i in (np.asarray(status) != int(Status.ok)).ravel().nonzero()[0][:MAX_MESSAGES]:
         code = int(status[i])
-        if code == Status.failed:
+        if code == Status.failed and reference:
+            out[int(i)] = REFERENCE_FAILED
+        elif code == Status.failed:
             out[int(i)] = ((DRAW_FAILED + "; or " + EVENTS_FAILED) if draws else EVENTS_FAILED) \
                 + (HISTORY_LOST if delays else "") + (NO_FAST_EQUILIBRIUM if fast else "")
         elif code == Status.non_finite:

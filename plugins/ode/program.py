@@ -436,7 +436,8 @@ class OdeProgram(Program):
                                         None if task.summary or reduce is not None
                                         else outcome.data,
                                         draws=spec.draws, delays=spec.delays,
-                                        fast=spec.fast))
+                                        fast=spec.fast,
+                                        reference=not getattr(engine, "vectorised", True)))
 
     # -- helpers ----------------------------------------------------------------
     def _specialise(self, varied: tuple[str, ...], outputs: tuple[str, ...],
