@@ -43,6 +43,12 @@ def test_messages_name_the_run_and_prefer_the_backends_words():
     assert messages[2] == Status.non_finite.message and len(messages) == 4
     assert dict(messages) == {j: messages[j] for j in (0, 1, 2, 3)}
     assert "4 failed sets" in repr(messages)
+    # keys as a dict of set numbers has them: others are simply not there
+    for key in ("1", 1.5, None):
+        assert key not in messages and messages.get(key) is None
+    # sets failed before any run (a parameter value that is not finite): no condition
+    messages.unrun(np.array([False, True, False, False]))
+    assert messages[1] == Status.non_finite.message
 
 
 def test_an_objective_lists_every_failed_set_with_its_condition(tmp_path):

@@ -207,20 +207,29 @@ def test_unknown_parameter_in_table(problem, tmp_path):
 
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
-def test_a_set_value_that_is_not_finite_is_an_option_error(problem, bad):
+def test_a_set_with_a_value_that_is_not_finite_is_not_scored(problem, bad):
     """A NaN would read as an empty condition cell (kp_c2 sets kp in c2) and leave the
-    model's own kp in place: a different objective with no word."""
+    model's own kp in place: a different objective with no word. Such a set gets its
+    own status and no numbers; the other sets of the call are scored as without it."""
     from sbmlgpu.petab import objective
+    from sbmlgpu.petab.result import PARAMETER_NOT_FINITE
 
     prepared = objective(problem, device="cpu")
-    with pytest.raises(OptionError, match=r"kp_c2: set 1 is .*every value must be a finite"):
-        prepared({"kd": [0.5, 0.5, 0.5], "kp_c2": [2.0, bad, bad]})
-    with pytest.raises(OptionError, match=r"kd: set 0 is"):
-        simulate_problem(problem, parameters={"kd": [bad]}, device="cpu")
+    good = prepared({"kd": [0.5, 0.25], "kp_c2": [2.0, 1.0]})
+    mixed = prepared({"kd": [0.5, 0.5, 0.25, bad], "kp_c2": [2.0, bad, 1.0, 2.0]})
+    unscored = int(PARAMETER_NOT_FINITE)
+    assert mixed.status.tolist() == [0, unscored, 0, unscored]
+    assert np.isnan(mixed.nll[[1, 3]]).all() and np.isnan(mixed.chi2[[1, 3]]).all()
+    # (another ensemble: the steady state's search and steps may differ in rounding)
+    np.testing.assert_allclose(mixed.nll[[0, 2]], good.nll, rtol=1e-6)
+    assert [(j, s) for j, s, _ in mixed.failures()] == [(1, PARAMETER_NOT_FINITE),
+                                                        (3, PARAMETER_NOT_FINITE)]
+    assert mixed.messages[1] == PARAMETER_NOT_FINITE.message
+    # the same from a table file, through the command's path
     table = problem.parent / "sets_not_finite.csv"
     table.write_text(f"kd,kp_c2\n0.5,2\n0.5,{bad}\n")
-    with pytest.raises(OptionError, match=r"kp_c2: set 1 is"):
-        simulate_problem(problem, parameters=table, device="cpu")
+    result = simulate_problem(problem, parameters=table, device="cpu")
+    assert result.status.tolist() == [0, unscored]
 
 
 @pytest.mark.parametrize("n, message", [(0, "must be a positive integer"),

@@ -5,11 +5,13 @@ fails a quarter at its sampled bounds). Writing a message per failed set in a Py
 loop cost more than the rest of a repeated call's host work, so the messages are kept
 as arrays (each set's status and the first run that failed it) plus the backend's own
 words where it gave any, and a message is formed only when it is read. Nothing is
-lost: every failed set has its message, as from a dict.
+lost: every failed set has its message, as from a dict (a read-only mapping: `dict(m)`
+where a real dict is needed, e.g. for json).
 """
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterator, Mapping
 
 import numpy as np
@@ -30,7 +32,10 @@ class FailureMessages(Mapping):
         self._notes = notes
 
     def __getitem__(self, member) -> str:
-        j = int(member)
+        try:
+            j = operator.index(member)  # set numbers only, as a dict of them keys
+        except TypeError:
+            raise KeyError(member) from None
         if not 0 <= j < len(self._status) or self._status[j] == int(Status.ok):
             raise KeyError(member)
         default = Status(int(self._status[j])).message
@@ -38,6 +43,10 @@ class FailureMessages(Mapping):
         if k < 0:
             return default
         return f"{self._where[k]}: {self._notes.get((k, j), '') or default}"
+
+    def unrun(self, members: np.ndarray) -> None:
+        """`members` (a mask) failed before any run could: their status's message."""
+        self._first_run = np.where(members, -1, self._first_run)
 
     def __iter__(self) -> Iterator[int]:
         return (int(j) for j in np.flatnonzero(self._status != int(Status.ok)))

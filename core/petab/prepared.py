@@ -37,9 +37,9 @@ from .messages import FailureMessages, first_failures
 from .observables import Formulas
 from .problem import PetabProblem, load_problem
 from .reduction import ObjectiveRows
-from .result import NON_FINITE_OBJECTIVE, PetabResult
+from .result import NON_FINITE_OBJECTIVE, PARAMETER_NOT_FINITE, PetabResult
 from .simulate import Runs, Simulation
-from .values import nominal_sets, sampled_sets, set_count, table_sets
+from .values import nominal_sets, not_finite_sets, sampled_sets, set_count, table_sets
 
 
 class PreparedObjective:
@@ -120,6 +120,11 @@ class PreparedObjective:
         status, messages = _member_status(simulated, self.runs)
         bad = (status == int(Status.ok)) & ~(np.isfinite(nll) & np.isfinite(chi2))
         status[bad] = int(NON_FINITE_OBJECTIVE)  # messages reads it: no run failed them
+        unscored = not_finite_sets(sets, n)
+        if unscored is not None:  # whatever their runs did, their values are not theirs
+            status[unscored] = int(PARAMETER_NOT_FINITE)
+            messages.unrun(unscored)
+            nll, chi2 = np.where(unscored, np.nan, nll), np.where(unscored, np.nan, chi2)
         if self.keep_kernel:
             self._keep(simulated.method)
         return PetabResult(p, sets, nll, chi2, status, messages, rows, sim, sigma,

@@ -119,3 +119,8 @@ NON_FINITE_OBJECTIVE = Status.define(
     "non_finite_objective", "the simulations succeeded but the likelihood is not finite "
                             "(a simulated value outside a log transformation's domain, "
                             "or a noise sigma that is not positive)", code=PETAB_CODES + 1)
+PARAMETER_NOT_FINITE = Status.define(
+    "parameter_not_finite", "a parameter value of this set is NaN or infinite, so the set "
+                            "was not scored (a NaN would read as an empty condition cell "
+                            "and leave the model's own value in place)",
+    code=PETAB_CODES + 2)

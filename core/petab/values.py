@@ -48,17 +48,25 @@ def table_sets(p: PetabProblem, table: str | Path | dict, option: str = "paramet
         raise OptionError(option, f"columns differ in length or the table is empty: "
                                   f"{ {k: len(v) for k, v in values.items()} }")
     n = lengths.pop()
-    for pid, v in values.items():
-        # a NaN would reach a condition's cell as "empty" and leave the model's own value
-        # in place: a silently different objective
-        bad = np.flatnonzero(~np.isfinite(v))
-        if bad.size:
-            raise OptionError(option, f"{pid}: set {int(bad[0])} is {v[bad[0]]} "
-                                      f"({bad.size} set(s) in all); every value must be a "
-                                      f"finite number")
     out = {q.id: np.full(n, q.nominal) for q in p.parameters}
     out.update({k: np.asarray(v, dtype=float) for k, v in values.items()})
     return out
+
+
+def not_finite_sets(sets: dict[str, np.ndarray], n: int) -> np.ndarray | None:
+    """The sets with a value that is NaN or infinite (a bool mask), or None where every
+    value is finite. A NaN would reach a condition's cell as "empty" and leave the
+    model's own value in place: such a set is not scored (prepared.evaluate). One sum
+    per parameter decides the common case (a sum is finite only if every term is, or
+    overflows: then the values are looked at one by one)."""
+    bad = None
+    for values in sets.values():
+        v = np.asarray(values, dtype=float)
+        if np.isfinite(np.add.reduce(v, axis=None)):
+            continue
+        here = np.broadcast_to(~np.isfinite(v), (n,))
+        bad = here.copy() if bad is None else bad | here
+    return bad if bad is not None and bad.any() else None
 
 
 def set_count(sets: dict[str, np.ndarray]) -> int:
