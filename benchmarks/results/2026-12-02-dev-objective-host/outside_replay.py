@@ -3,7 +3,7 @@
 """Profile the host work of a repeated objective call outside the ensembles (CPU path,
 ensembles replayed from a cache so only the host's own work is timed)."""
 import cProfile, pstats, sys, time
-sys.path.insert(0, "/work/main")
+from pathlib import Path; sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 from tests.shared_data import MODELS
 import sbmlgpu.api as api
 from sbmlgpu.petab import objective

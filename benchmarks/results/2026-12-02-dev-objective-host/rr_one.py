@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # Scratch (issue 13, fifth session), kept for the figures of docs/benchmarks.md that cite it.
 import sys, warnings; warnings.simplefilter("ignore")
-sys.path.insert(0, "/work/main"); sys.path.insert(0, "/work/main/benchmarks")
+from pathlib import Path; sys.path.insert(0, str(Path(__file__).resolve().parents[3])); sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import numpy as np
 import petab_objective as po
 from tests.shared_data import MODELS

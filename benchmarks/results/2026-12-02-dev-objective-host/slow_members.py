@@ -3,7 +3,7 @@
 """Crauste's members past --pass-steps in the benchmark's 10^5 sets: which, and what
 bdf and rodas4 do with each alone (CPU path)."""
 import sys, time, warnings; warnings.simplefilter("ignore")
-sys.path.insert(0, "/work/main")
+from pathlib import Path; sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 import numpy as np
 from tests.shared_data import MODELS
 import sbmlgpu.api as api

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # Scratch (issue 13, fifth session), kept for the figures of docs/benchmarks.md that cite it.
 import sys, warnings; warnings.simplefilter("ignore")
-sys.path.insert(0, "/work/main")
+from pathlib import Path; sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 import numpy as np
 from tests.shared_data import MODELS
 from sbmlgpu.petab import objective
