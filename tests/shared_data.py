@@ -72,5 +72,5 @@ def parameters(items, path: Path, what: str) -> list:
     items = list(items)
     if items:
         return items
-    reason = missing(path, what) or f"no {what} under {path}"
+    reason = missing(path, what) or f"none of {what} under {path}"
     return [pytest.param(None, marks=pytest.mark.skip(reason=reason), id="absent")]

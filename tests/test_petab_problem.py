@@ -225,6 +225,15 @@ def test_a_set_with_a_value_that_is_not_finite_is_not_scored(problem, bad):
     assert [(j, s) for j, s, _ in mixed.failures()] == [(1, PARAMETER_NOT_FINITE),
                                                         (3, PARAMETER_NOT_FINITE)]
     assert mixed.messages[1] == PARAMETER_NOT_FINITE.message
+    # nothing simulated for them is shown as theirs
+    assert np.isnan(mixed.simulation[:, [1, 3]]).all()
+    assert np.isfinite(mixed.simulation[:, [0, 2]]).all()
+    # nor does a first call of such sets steer the method kept for the calls after it
+    steered = objective(problem, device="cpu")
+    steered({"kd": [bad, bad, bad]})
+    nominal = objective(problem, device="cpu")
+    nominal({"kd": [0.5, 0.5, 0.5]})
+    assert steered.method == nominal.method
     # the same from a table file, through the command's path
     table = problem.parent / "sets_not_finite.csv"
     table.write_text(f"kd,kp_c2\n0.5,2\n0.5,{bad}\n")

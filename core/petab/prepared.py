@@ -105,6 +105,12 @@ class PreparedObjective:
         parameter of the table, as `sets()` makes them)."""
         p = self.problem
         n = set_count(sets)
+        given = sets
+        unscored = not_finite_sets(sets, n)
+        if unscored is not None:
+            # they run with the nominal values in place of theirs: a NaN or an infinite
+            # rate must neither cost steps nor steer the method kept for later calls
+            sets = _nominal_where(p, sets, unscored)
         # an ensemble's objective is reduced on the GPU where the ode backend runs there
         # (no time courses come back); one member keeps its simulation table
         reduction = (lambda outputs: self._rows_for(outputs).for_sets(sets, n)) \
@@ -120,14 +126,14 @@ class PreparedObjective:
         status, messages = _member_status(simulated, self.runs)
         bad = (status == int(Status.ok)) & ~(np.isfinite(nll) & np.isfinite(chi2))
         status[bad] = int(NON_FINITE_OBJECTIVE)  # messages reads it: no run failed them
-        unscored = not_finite_sets(sets, n)
-        if unscored is not None:  # whatever their runs did, their values are not theirs
+        if unscored is not None:  # what ran for them is the nominal set's, not theirs
             status[unscored] = int(PARAMETER_NOT_FINITE)
             messages.unrun(unscored)
             nll, chi2 = np.where(unscored, np.nan, nll), np.where(unscored, np.nan, chi2)
+            sim, sigma = np.where(unscored, np.nan, sim), np.where(unscored, np.nan, sigma)
         if self.keep_kernel:
             self._keep(simulated.method)
-        return PetabResult(p, sets, nll, chi2, status, messages, rows, sim, sigma,
+        return PetabResult(p, given, nll, chi2, status, messages, rows, sim, sigma,
                            simulated.reduced is not None, simulated.method)
 
     def _rows_for(self, outputs: tuple[str, ...]) -> ObjectiveRows:
@@ -176,6 +182,17 @@ def _column(df, name: str, default: str):
     if name not in df.columns:
         return pd.Series(default, index=df.index)
     return df[name].fillna(default).replace("", default)
+
+
+def _nominal_where(problem: PetabProblem, sets: dict[str, np.ndarray],
+                   unscored: np.ndarray) -> dict[str, np.ndarray]:
+    """`sets` with every value of the `unscored` sets replaced by its nominal value."""
+    nominal = {q.id: q.nominal for q in problem.parameters}
+    out = {}
+    for pid, values in sets.items():
+        v = np.broadcast_to(np.asarray(values, dtype=float), unscored.shape)
+        out[pid] = np.where(unscored, nominal.get(pid, np.nan), v)
+    return out
 
 
 def _member_status(simulated, runs: Runs) -> tuple[np.ndarray, FailureMessages]:

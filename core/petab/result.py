@@ -121,6 +121,6 @@ NON_FINITE_OBJECTIVE = Status.define(
                             "or a noise sigma that is not positive)", code=PETAB_CODES + 1)
 PARAMETER_NOT_FINITE = Status.define(
     "parameter_not_finite", "a parameter value of this set is NaN or infinite, so the set "
-                            "was not scored (a NaN would read as an empty condition cell "
-                            "and leave the model's own value in place)",
+                            "was not scored: its runs took the nominal values in its "
+                            "place, and its nllh, chi2 and simulated values are NaN",
     code=PETAB_CODES + 2)

@@ -62,7 +62,9 @@ def not_finite_sets(sets: dict[str, np.ndarray], n: int) -> np.ndarray | None:
     bad = None
     for values in sets.values():
         v = np.asarray(values, dtype=float)
-        if np.isfinite(np.add.reduce(v, axis=None)):
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow is looked into
+            total = np.add.reduce(v, axis=None)
+        if np.isfinite(total):
             continue
         here = np.broadcast_to(~np.isfinite(v), (n,))
         bad = here.copy() if bad is None else bad | here
