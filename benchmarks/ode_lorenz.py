@@ -123,7 +123,8 @@ class Ours:
         steps = d.alloc(4 * n)
         args = [np.int64(n), table, times, np.int32(2), out, status, steps, real(self.rtol),
                 real(self.atol), real(0), real(0), real(DT), np.int64(10**7), np.uint64(0),
-                np.uintp(0), np.uint64(0), np.int64(0), np.int64(0)]  # no limits (limits.cuh)
+                np.uintp(0), np.uint64(0), np.int64(0), np.int64(0),
+                np.int64(-1)]  # no limits, every member to the end (limits.cuh)
         grid = ((n + self.block - 1) // self.block,)
         try:
             ms, all_ms = median_ms(lambda: self.kernel.launch(grid, (self.block,), args).ms,

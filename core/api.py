@@ -326,6 +326,11 @@ def _run_program(program, chosen: Backend, opts, devices, task: Task, network,
         raise plugin_manager.PluginError(
             f"backend {chosen.name!r} answered a {task.kind} task with "
             f"{type(result).__name__}, not {expected.__name__}")
+    if isinstance(task, TimeCourse) and task.member_ends is not None \
+            and (result.metadata or {}).get("member_ends") != "integrated":
+        # a backend that integrated every member to the last time: its later outputs
+        # cut as the ode kernels leave them (TimeCourse.member_ends)
+        task.cut_after_ends(result.data)
     with profiler.span("dress the result"):
         _dress(result, chosen, opts, devices, task, model_id, source, started, profiler)
     if profile:
@@ -449,7 +454,7 @@ def time_course_notes(result, task: TimeCourse) -> list[str]:
         notes.append("the result has no output columns (the model has no species and "
                      "nothing that changes): only the times are written; name outputs "
                      "with --outputs / outputs=")
-    non_finite = result.non_finite_outputs()
+    non_finite = result.non_finite_outputs(task.own_times())
     if non_finite:
         result.metadata["non_finite_outputs"] = non_finite
         worst = ", ".join(f"{name} ({n} member(s))" for name, n in list(non_finite.items())[:6])

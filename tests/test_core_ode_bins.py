@@ -91,7 +91,9 @@ def run_bins(model: KernelModel, method: str, precision: str, table: np.ndarray,
     pointer = ctypes.c_void_p
     f.argtypes = [ctypes.c_longlong, pointer, pointer, ctypes.c_int, pointer, pointer, pointer,
                   pointer, c_real, c_real, c_real, c_real, c_real, ctypes.c_longlong,
-                  ctypes.c_ulonglong, pointer, ctypes.c_ulonglong]
+                  ctypes.c_ulonglong, pointer, ctypes.c_ulonglong,
+                  # the ode kernel's limits (templates/limits.cuh): none
+                  ctypes.c_longlong, ctypes.c_longlong, ctypes.c_longlong]
     n = table.shape[1]
     table = np.ascontiguousarray(table, dtype=real)
     times = np.ascontiguousarray(times, dtype=real)
@@ -102,7 +104,7 @@ def run_bins(model: KernelModel, method: str, precision: str, table: np.ndarray,
     s = _settings(dt, max_steps)
     assert f(n, _ptr(table), _ptr(times), len(times), _ptr(out), _ptr(checked), _ptr(status),
              _ptr(steps), s["rtol"], s["atol"], s["h0"], s["max_step"], s["dt"], s["max_steps"],
-             s["seed"], None, 0) == 0
+             s["seed"], None, 0, 0, 0, -1) == 0
     return out, status
 
 

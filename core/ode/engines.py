@@ -77,6 +77,9 @@ class LaunchConfig:
     # the limits of templates/limits.cuh (0: none), for kernels that take them
     max_interval_steps: int = 0
     time_limit_ns: int = 0
+    #: the table row of each member's count of output times (TimeCourse.member_ends;
+    #: templates/limits.cuh), -1: every member to the last time
+    times_row: int = -1
     # --scaled-atol: compiled into a kernel (codegen's scaled_atol); read by the engines
     # that are not kernels (the CPU path's numpy engine and reference)
     scaled_atol: bool = True
@@ -85,7 +88,7 @@ class LaunchConfig:
         return {"rtol": self.rtol, "atol": self.atol, "h0": self.h0,
                 "max_step": self.max_step, "dt": self.dt, "max_steps": self.max_steps,
                 "seed": self.seed, "max_interval_steps": self.max_interval_steps,
-                "time_limit_ns": self.time_limit_ns}
+                "time_limit_ns": self.time_limit_ns, "times_row": self.times_row}
 
 
 def bytes_per_member(n_params: int, n_times: int, n_outputs: int, itemsize: int,
@@ -230,6 +233,7 @@ class GpuEngine:
                     np.int64(config.max_steps), np.uint64(config.seed & (2**64 - 1)),
                     members_arg, np.uint64(first_member),
                     np.int64(config.max_interval_steps), np.int64(config.time_limit_ns),
+                    np.int64(config.times_row),
                     *history, *queue]
             start = profiler.clock() if profiler is not None else None
             timing = kernel.launch((grid,), (block,), args)

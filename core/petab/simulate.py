@@ -10,6 +10,8 @@ Stages, each one ensemble:
 2. the time course of every run, output times = the union of the measurement
    times (and 0), from the steady state of stage 1 with the simulation condition's
    species overrides re-applied, or from the simulation condition's initial state;
+   each run's members end at the run's own last measurement time
+   (TimeCourse.member_ends), as a simulation of that condition alone would;
 3. steady states under the simulation condition, for measurements at t = inf.
 
 A steady state is reached when |dx/dt| <= STEADY_ATOL + STEADY_RTOL * |x| for
@@ -53,6 +55,9 @@ class Runs:
     row_time: np.ndarray  # (R,) measurement time (inf: steady state)
     times: np.ndarray  # output times of stage 2 (0 and every finite measurement time)
     row_time_index: np.ndarray  # (R,) index into times (-1 for inf)
+    #: per run, its last finite measurement time (times[0] where it has none: its
+    #: rows are all at t = inf, which stage 3 computes from the initial state)
+    ends: np.ndarray | None = None
 
     @classmethod
     def of(cls, p: PetabProblem) -> "Runs":
@@ -69,7 +74,11 @@ class Runs:
         index = np.where(np.isfinite(row_time),
                          np.searchsorted(times, np.where(np.isfinite(row_time), row_time, 0)),
                          -1)
-        return cls(list(pairs), np.array(row_run, dtype=int), row_time, times, index)
+        row_run = np.array(row_run, dtype=int)
+        ends = np.full(len(pairs), times[0])
+        finite = np.isfinite(row_time)
+        np.maximum.at(ends, row_run[finite], row_time[finite])
+        return cls(list(pairs), row_run, row_time, times, index, ends)
 
 
 class RowValues:
@@ -151,10 +160,11 @@ class Simulation:
 
     # -- one ensemble ---------------------------------------------------------------------
     def time_course(self, p: MemberParameters, x0: np.ndarray, times: np.ndarray,
-                    reduce=None):
+                    reduce=None, ends: np.ndarray | None = None):
         """The explicit model from x0 with parameters p (original view's vectors).
         Every stage varies the same columns and reports the same outputs (set by
-        `run`), so that all stages run one compiled kernel. `reduce`: see run."""
+        `run`), so that all stages run one compiled kernel. `reduce`: see run;
+        `ends`: each member's end time (TimeCourse.member_ends)."""
         from ..api import execute
         from ..tasks import TimeCourse
 
@@ -162,7 +172,7 @@ class Simulation:
         columns = {sid: x0[i] for sid, i in ev.x_index.items()}
         columns.update({pid: p.column(ev.p_index[pid]) for pid in self.varied})
         task = TimeCourse(times=times, parameters=columns, outputs=self.outputs or None,
-                          reduce=reduce, progress=False,
+                          reduce=reduce, progress=False, member_ends=ends,
                           table_columns=tuple(columns) if self.fixed_columns else ())
         result = execute(self.explicit, task, self.backend, options=self.options,
                          device=self.device).result
@@ -274,7 +284,8 @@ class Simulation:
         reduced, result = None, None
         if timed.any():
             reduce = objective(self.outputs) if objective is not None else None
-            result = self.time_course(p, x0, runs.times, reduce)
+            ends = np.repeat(runs.ends, n) if runs.ends is not None else None
+            result = self.time_course(p, x0, runs.times, reduce, ends)
             record(list(range(n_runs)), result.status, result.messages)
             if "reduced" in result.metadata:
                 reduced = reduce.per_set(*(result.metadata["reduced"][name]

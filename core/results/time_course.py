@@ -96,15 +96,29 @@ class TimeCourseResult(Result):
     def n_failed(self) -> int:
         return int((~self.ok).sum())
 
-    def non_finite_outputs(self) -> dict[str, int]:
+    def non_finite_outputs(self, own_times: np.ndarray | None = None) -> dict[str, int]:
         """{column: how many ok members have a NaN or infinite value in it}. A member's
         status speaks for its states; an output computed from them (a concentration in
         a compartment of size 0, acos of a value beyond 1) may still be non-finite, and
-        that is the model's own value, so it is reported rather than failed."""
+        that is the model's own value, so it is reported rather than failed.
+        `own_times`: each member's count of output times where members end at their
+        own time (TimeCourse.own_times): only those are looked at (the later are NaN
+        by design)."""
         if self.data is None or not len(self.ids):
             return {}
         # one pass in blocks of members (data may be a memmap): finite.py says why
-        counts = non_finite_counts(self.data, self.ok)
+        if own_times is None:
+            counts = non_finite_counts(self.data, self.ok)
+        else:
+            # per stretch of neighbouring members of one count (a PEtab run's members
+            # are neighbours): views, not copies of a result of GBs
+            counts = np.zeros(len(self.ids), np.int64)
+            own_times = np.asarray(own_times)
+            cuts = np.flatnonzero(own_times[1:] != own_times[:-1]) + 1
+            ok = self.ok
+            for start, stop in zip([0, *cuts], [*cuts, len(own_times)]):
+                counts += non_finite_counts(self.data[start:stop, :int(own_times[start])],
+                                            ok[start:stop])
         return {name: int(k) for name, k in zip(self.ids, counts) if k}
 
     def statuses(self) -> list[Status]:

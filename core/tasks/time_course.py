@@ -112,6 +112,15 @@ class TimeCourse(Task):
     table_columns: tuple[str, ...] = field(default=(), repr=False, compare=False,
                                            metadata={"cli": False, "help": "",
                                                      "internal": True})
+    #: each member's own end time (n values, or one for all; inf: the last output
+    #: time): member j integrates to the last output time at or before its end, as a
+    #: run of those times alone would, and its later outputs are NaN. A PEtab
+    #: problem's conditions are measured over different spans (Bachmann_MSB2011: on
+    #: average a fifth of the longest), so an ensemble of all its runs need not
+    #: integrate each to the longest. The ode backend stops each member there; any
+    #: other backend's time courses are cut afterwards (`cut_after_ends`)
+    member_ends: Any = field(default=None, repr=False, compare=False,
+                             metadata={"cli": False, "help": "", "internal": True})
     #: {id: the option that gave its values} (--sample, ...), for error messages
     sources: dict[str, str] = field(default_factory=dict, init=False, repr=False,
                                     metadata={"cli": False, "help": "", "internal": True})
@@ -136,6 +145,27 @@ class TimeCourse(Task):
     def ensemble_size(self) -> int:
         return self.n
 
+    def own_times(self) -> np.ndarray | None:
+        """How many of `times` each member integrates to (member_ends: the count of
+        output times at or before its end, at least 1), int32 (n,); None where every
+        member has all of them."""
+        if self.member_ends is None:
+            return None
+        ends = np.broadcast_to(np.asarray(self.member_ends, dtype=float), (int(self.n),))
+        counts = np.searchsorted(self.times, ends, side="right")
+        counts = np.clip(counts, 1, len(self.times)).astype(np.int32)
+        return None if bool((counts == len(self.times)).all()) else counts
+
+    def cut_after_ends(self, data: np.ndarray) -> None:
+        """NaN in `data` (members, times, outputs) after each member's own output
+        times (own_times): what a backend that integrates every member to the last
+        time does so that its result reads as the ode kernels' does."""
+        counts = self.own_times()
+        if counts is None or data is None or not data.size:
+            return
+        for count in np.unique(counts[counts < len(self.times)]):
+            data[np.flatnonzero(counts == count), int(count):, :] = np.nan
+
     def check(self) -> None:
         n = self.n
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
@@ -144,6 +174,18 @@ class TimeCourse(Task):
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) \
                 or not 0 <= int(seed) < 2**64:
             raise OptionError("seed", f"{seed!r}: need an integer from 0 to 2^64 - 1")
+        if self.member_ends is not None:
+            ends = np.asarray(self.member_ends, dtype=float)
+            if ends.ndim > 1 or (ends.ndim == 1 and ends.size not in (1, int(n))):
+                raise OptionError("member_ends", f"{ends.size} end times for {n} members "
+                                                 f"(give one per member, or one for all)")
+            if np.isnan(ends).any() or (ends == -np.inf).any():
+                raise OptionError("member_ends", "end times must be numbers (inf: the "
+                                                 "last output time), not NaN or -inf")
+            if self.summary:
+                raise OptionError("member_ends", "members with their own end times have "
+                                                 "no ensemble summary at the later times; "
+                                                 "ask for the time courses")
 
     def check_network(self, network: "Network") -> None:
         if self.parameters:

@@ -47,7 +47,8 @@ class HostKernel:
         argtypes = [ctypes.c_longlong, pointer, pointer, ctypes.c_int, pointer, pointer,
                       pointer, real, real, real, real, real, ctypes.c_longlong,
                       ctypes.c_ulonglong, pointer, ctypes.c_ulonglong,
-                      ctypes.c_longlong, ctypes.c_longlong]  # the limits (limits.cuh)
+                      ctypes.c_longlong, ctypes.c_longlong,  # the limits (limits.cuh)
+                      ctypes.c_longlong]  # the member-times row (limits.cuh)
         if source.history_reals:  # delay(): the members' ring of history nodes (delay.cuh)
             argtypes.append(pointer)
         # set once, whole: ctypes reads the converters at assignment (an argument appended
@@ -112,7 +113,8 @@ class HostKernel:
                          int(config["max_steps"]), int(config["seed"]) & (2**64 - 1),
                          None if members is None else _ptr(members), int(first_member),
                          int(config.get("max_interval_steps", 0)),
-                         int(config.get("time_limit_ns", 0)), *ring_arg, *queue)
+                         int(config.get("time_limit_ns", 0)),
+                         int(config.get("times_row", -1)), *ring_arg, *queue)
             if failed:  # only the lanes' schedule can fail: its memory
                 raise DeviceError(f"{self.source.name}: the lanes' memory could not be had")
         return out, status, steps

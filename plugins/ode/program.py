@@ -201,16 +201,25 @@ class OdeProgram(Program):
                         for k, v in params.items()
                         if n > 1 and k not in keep and _is_constant(v)}
             varied = tuple(k for k in params if k not in constant)
-            table64 = _table(params, varied, n)
+            # members that end at their own time (TimeCourse.member_ends): their counts
+            # of output times go in a row after the parameters', which the kernels read
+            # (limits.cuh) and which travels with the columns wherever they go
+            counts = task.own_times()
+            full = _table(params, varied, n, counts)
+            table64 = full[:len(varied)]  # the parameters alone (a view)
         spec = self._specialise(varied, outputs, constant, table64, times, profiler,
                                 seed=int(task.seed))
         method, why, source, engine = spec.method, spec.why, spec.source, spec.engine
-        table = table64.astype(engine.dtype, copy=False)
+        # the kernels (GPU, native) stop each member at its count; numpy's engine runs
+        # every member to the end and the result is cut afterwards (api's _run_program)
+        ends_in_kernel = counts is not None and engine.name in ("gpu", "native")
+        table = (full if ends_in_kernel else table64).astype(engine.dtype, copy=False)
+        times_row = len(varied) if ends_in_kernel else -1
         rtol, atol = o.tolerances
 
         def launch(max_steps: int) -> LaunchConfig:
             # a config per step budget (dataclasses.replace of one cost ~5 us a pass)
-            return launch_config(o, method, max_steps, int(task.seed))
+            return launch_config(o, method, max_steps, int(task.seed), times_row)
 
         config = launch(o.max_steps)
         # rk4's steps are fixed by --dt (alike over members): no second pass
@@ -306,7 +315,7 @@ class OdeProgram(Program):
         cols = len(times) * len(outputs)
 
         def memory(time_courses: bool, bundled: bool) -> BatchMemory:
-            per_member = bytes_per_member(len(varied), len(times), len(outputs), itemsize,
+            per_member = bytes_per_member(table.shape[0], len(times), len(outputs), itemsize,
                                           bundled, time_courses=time_courses and reduce is None,
                                           history_reals=source.history_reals) \
                 + (8 * len(reduce.names) if reduce is not None else 0)
@@ -414,6 +423,9 @@ class OdeProgram(Program):
             "steps_max": int(steps[slowest]) if slowest is not None else 0,
             "jacobian": source.jacobian,
             "wall_seconds": time.perf_counter() - started,
+            # TimeCourse.member_ends: each member stopped at its own end by the kernel
+            # (else sbmlgpu.api cuts the time courses after the run)
+            **({"member_ends": "integrated"} if ends_in_kernel else {}),
             **limits.metadata(o, outcome.status, steps, second, slowest), **extra,
         }
         if outcome.spill_note:
@@ -569,12 +581,15 @@ def _kernel_model_key(model: KernelModel) -> tuple:
     return model.varied, model.outputs, tuple(sorted(model.fixed_values.items()))
 
 
-def launch_config(o: OdeOptions, method: str, max_steps: int, seed: int) -> LaunchConfig:
-    """A launch's settings under options `o` for `method`, with a budget of `max_steps`."""
+def launch_config(o: OdeOptions, method: str, max_steps: int, seed: int,
+                  times_row: int = -1) -> LaunchConfig:
+    """A launch's settings under options `o` for `method`, with a budget of `max_steps`;
+    `times_row`: the table's row of the members' output counts (-1: none)."""
     rtol, atol = o.tolerances
     return LaunchConfig(rtol=rtol, atol=atol, h0=o.h0, max_step=o.max_step, dt=o.dt,
                         max_steps=max_steps, seed=seed, block_size=o.block_size,
-                        scaled_atol=o.scaled_atol, **limits.launch_limits(o, method))
+                        scaled_atol=o.scaled_atol, times_row=times_row,
+                        **limits.launch_limits(o, method))
 
 
 def _first_member(batch: MemberBatch, engine) -> tuple[int, bool]:
@@ -621,17 +636,19 @@ def _probe_members(table: np.ndarray, count: int = 8) -> np.ndarray:
     return np.vstack([np.median(table, axis=1)[None, :], table[:, picks].T])
 
 
-def _table(params: dict, varied: tuple[str, ...], n: int) -> np.ndarray:
-    """The (varied, n) float64 table of the ensemble's parameter columns: one column of
+def _table(params: dict, varied: tuple[str, ...], n: int,
+           counts: np.ndarray | None = None) -> np.ndarray:
+    """The (varied, n) float64 table of the ensemble's parameter columns, and with
+    `counts` (the members' output counts) one row more, after them: one column of
     n float64 values is used as it is, through a read-only view (a copy of 10^7 took
     23 ms of a 0.29 s Lorenz run on the H100), more are copied into one array."""
-    if len(varied) == 1:
+    if len(varied) == 1 and counts is None:
         column = np.asarray(params[varied[0]], dtype=np.float64).reshape(-1)
         if column.size == n:
             view = column.reshape(1, n)
             view.flags.writeable = False  # the caller's values: read, never written
             return view
-    table = np.empty((len(varied), n), dtype=np.float64)
+    table = np.empty((len(varied) + (counts is not None), n), dtype=np.float64)
     columns = []
     for pid in varied:
         column = np.asarray(params[pid], dtype=float).reshape(-1)
@@ -639,6 +656,8 @@ def _table(params: dict, varied: tuple[str, ...], n: int) -> np.ndarray:
             raise OptionError("parameters", f"column {pid!r} has {column.size} values for "
                                             f"{n} members")
         columns.append(column)
+    if counts is not None:
+        columns.append(np.asarray(counts).reshape(-1))
 
     def piece(start: int, stop: int) -> None:  # members start..stop-1, on a thread
         for row, column in zip(table, columns):

@@ -496,6 +496,7 @@ SBMLGPU_HD int ode_solve(const real_t* p, const real_t* __restrict__ times, int 
 typedef struct {
     long long i;                 /* launch index: where status and steps go */
     unsigned long long member;   /* the member's number (event tie-breaks, draws) */
+    int own_times;               /* its output times (limits.cuh's ode_member_times) */
     ode_sink sink;
 {% if history %}
     ode_params_with_history P;   /* p, then the member's delay() history (delay.cuh) */

@@ -16,7 +16,8 @@
   Context: `sink` (sbmlgpu.ode.sinks), method, np, block_size, varied, fixed, and
   `limits` where a backend's kernel sets it (the ode backend's): then both entry
   points take the launch's limits after first_member (max_interval_steps,
-  time_limit_ns; limits.cuh). A model with delay() (`history`) takes one more last:
+  time_limit_ns, times_row: the table row of each member's output count, or -1;
+  limits.cuh). A model with delay() (`history`) takes one more last:
   `history`, the launch's ring of history nodes in global memory (delay.cuh; the
   engine allocates KernelSource.history_buffer_reals(n) reals).
   Where the context sets `refill` (and kernel.cuh's refill_lanes holds), the CUDA
@@ -33,7 +34,7 @@
 {% if with_limits %}
     const ode_config cfg = ode_with_limits(
         ode_make_config(rtol, atol, h0, max_step, dt, max_steps, seed),
-        max_interval_steps, time_limit_ns);
+        max_interval_steps, time_limit_ns, times_row);
 {% else %}
     const ode_config cfg = ode_make_config(rtol, atol, h0, max_step, dt, max_steps, seed);
 {% endif %}
@@ -76,9 +77,13 @@ SBMLGPU_HD void ode_member(long long i, long long n, const real_t* __restrict__ 
     real_t p[ODE_NP];
 {% endif %}
     ode_load_parameters(p, i, n, table, times, n_times);
+    /* a member that ends at an earlier output time (limits.cuh) integrates as a run of
+       those times alone; the outputs after it are invalid */
+    const int own_times = ode_member_times(&cfg, i, n, table, n_times);
     int taken = 0;
-    status[i] = (signed char)ode_solve(p, times, n_times, sink, cfg, &taken, member);
+    status[i] = (signed char)ode_solve(p, times, own_times, sink, cfg, &taken, member);
     steps[i] = taken;
+    for (int k = own_times; k < n_times; ++k) ode_sink_invalid(&sink, k);
 }
 
 
@@ -97,11 +102,13 @@ SBMLGPU_HD unsigned long long ode_take_member(unsigned long long* next)
 /* lane M takes the member at launch index i: its number and parameters (ode_member's) */
 SBMLGPU_HD void ode_lane_load(ode_lane* M, long long i, unsigned long long member, long long n,
                               const real_t* __restrict__ table,
-                              const real_t* __restrict__ times, int n_times{% if history %},
+                              const real_t* __restrict__ times, int n_times,
+                              const ode_config* cfg{% if history %},
                               real_t* __restrict__ history{% endif %})
 {
     M->i = i;
     M->member = member;
+    M->own_times = ode_member_times(cfg, i, n, table, n_times);
 {% if history %}
     ode_history_init(&M->P.history, times[0], history, i);
     ode_load_parameters(M->P.p, i, n, table, times, n_times);
@@ -127,14 +134,16 @@ SBMLGPU_HD bool ode_lane_turn(ode_lane* M, bool* live, unsigned long long* next,
         if (taken >= (unsigned long long)n) return false;
         const long long i = (long long)taken;
         const unsigned long long member = members ? members[i] : first_member + (unsigned long long)i;
-        ode_lane_load(M, i, member, n, table, times, n_times{{ ring }});
+        ode_lane_load(M, i, member, n, table, times, n_times, &cfg{{ ring }});
         M->sink = {{ sink.make }};
-        ode_lane_begin(M, times, n_times, cfg);
+        ode_lane_begin(M, times, M->own_times, cfg);
         *live = true;
     }
-    if (ode_lane_running(M, n_times)) ode_lane_step(M, times, n_times, cfg);
-    if (!ode_lane_running(M, n_times)) {
-        ode_lane_end(M, n_times, status, steps);
+    /* the member's own output times (ode_member's) */
+    if (ode_lane_running(M, M->own_times)) ode_lane_step(M, times, M->own_times, cfg);
+    if (!ode_lane_running(M, M->own_times)) {
+        ode_lane_end(M, M->own_times, status, steps);
+        for (int k = M->own_times; k < n_times; ++k) ode_sink_invalid(&M->sink, k);
         *live = false;
     }
     return true;
@@ -185,7 +194,8 @@ extern "C" int {{ sink.entry }}_host(long long n, const real_t* table, const rea
                                 real_t dt, long long max_steps, unsigned long long seed,
                                 const unsigned long long* members,
                                 unsigned long long first_member{% if with_limits %},
-                                long long max_interval_steps, long long time_limit_ns{% endif %}{% if history %},
+                                long long max_interval_steps, long long time_limit_ns,
+                                long long times_row{% endif %}{% if history %},
                                 real_t* history{% endif %})
 {
 {{ make_config -}}

@@ -5,7 +5,8 @@
   kernel with its own body (the dbn backend's heterogeneous kernel) takes the same
   list, so that one launch serves both. With `limits` (the ode backend's kernel) two
   more follow: the steps per output interval and the member's wall time in ns
-  (limits.cuh; 0: no limit). With `history` (a model with delay()) the launch's ring
+  (limits.cuh; 0: no limit), then the table row of each member's output count
+  (limits.cuh; -1: none). With `history` (a model with delay()) the launch's ring
   of history nodes follows last (delay.cuh). `kernel_argument_names`: the same list's
   names, to pass them on.
 #}
@@ -19,7 +20,8 @@ long long n, const real_t* __restrict__ table,
                          const unsigned long long* __restrict__ members,
                          unsigned long long first_member
 {%- if limits %},
-                         long long max_interval_steps, long long time_limit_ns
+                         long long max_interval_steps, long long time_limit_ns,
+                         long long times_row
 {%- endif %}
 {%- if history %},
                          real_t* __restrict__ history
@@ -29,6 +31,6 @@ long long n, const real_t* __restrict__ table,
 n, table, times, n_times,
 {%- for param in sink.params.split(",") %} {{ param.replace("*", " ").split()[-1] }},{% endfor %}
  status, steps, rtol, atol, h0, max_step, dt, max_steps, seed, members, first_member
-{%- if limits %}, max_interval_steps, time_limit_ns{% endif %}
+{%- if limits %}, max_interval_steps, time_limit_ns, times_row{% endif %}
 {%- if history %}, history{% endif %}
 {%- endmacro %}

@@ -6,6 +6,13 @@
   ode_make_config leaves both off, and an entry point given a launch's limits sets
   them with ode_with_limits. The driver asks ode_limits_check before each step.
 
+  The same launch arguments end a member at its own last output time
+  (TimeCourse.member_ends): `times_row` >= 0 names the table row that holds each
+  member's count c of output times; the member integrates to times[c - 1], as a run
+  with only those times would, and its later outputs are invalid (NaN), so that a
+  PEtab condition measured until t = 10 does not integrate to another's t = 360.
+  -1: every member to the last time.
+
   The clock is the GPU's global timer (nanoseconds) in a kernel and a steady clock on
   the host build; the time is checked every ODE_CLOCK_EVERY steps only, as reading it
   costs about as much as a few flops and a member past its limit may run a few steps
@@ -19,11 +26,23 @@
 
 /* The settings with a launch's limits (0: none). */
 SBMLGPU_HD ode_config ode_with_limits(ode_config cfg, long long max_interval_steps,
-                                      long long time_limit_ns)
+                                      long long time_limit_ns, long long times_row)
 {
     cfg.max_interval_steps = max_interval_steps > 0 ? max_interval_steps : 0;
     cfg.time_limit_ns = time_limit_ns > 0 ? time_limit_ns : 0;
+    cfg.times_row = times_row >= 0 ? times_row : -1;
     return cfg;
+}
+
+/* How many of the n_times output times member i (launch index) integrates to: all, or
+   where the launch names a row of member counts (cfg.times_row), its count, read from
+   the table as the parameters are (a count below 1, past n_times or NaN: all). */
+SBMLGPU_HD int ode_member_times(const ode_config* cfg, long long i, long long n,
+                                const real_t* __restrict__ table, int n_times)
+{
+    if (cfg->times_row < 0) return n_times;
+    const real_t c = table[cfg->times_row * n + i];
+    return c >= ODE_R(1) && c < (real_t)n_times ? (int)c : n_times;
 }
 
 /* Nanoseconds on a clock that never goes back (only differences are used). */

@@ -90,6 +90,8 @@ typedef struct {
     long long max_steps;
     long long max_interval_steps; /* between two output times (0: no limit; limits.cuh) */
     long long time_limit_ns;      /* one member's wall time (0: no limit; limits.cuh) */
+    long long times_row;          /* the table's row of each member's output count (-1:
+                                     every member to the last time; limits.cuh) */
     unsigned long long seed; /* keys the random tie-break of simultaneous events */
 } ode_config;
 
@@ -102,6 +104,7 @@ SBMLGPU_HD ode_config ode_make_config(real_t rtol, real_t atol, real_t h0, real_
     cfg.rtol = rtol; cfg.atol = atol; cfg.h0 = h0; cfg.max_step = max_step; cfg.dt = dt;
     cfg.max_steps = max_steps; cfg.seed = seed;
     cfg.max_interval_steps = 0; cfg.time_limit_ns = 0;  /* set by ode_with_limits */
+    cfg.times_row = -1;
     return cfg;
 }
 {% if watch %}
