@@ -119,9 +119,10 @@ def test_signature_parser_reads_the_generated_kernel(compiler):
     net = load("lorenz")
     src = kernel_source(KernelModel(ode_system(net), ("rho",), ("x", "y", "z")), "rk4")
     params = signatures(src.text)["sbmlgpu_ode_rk4"]
-    # the common 16 and the limits (steps per output interval, wall time in ns)
-    assert params[:4] == ["long long", "pointer", "pointer", "int"] and len(params) == 18
-    assert params[-2:] == ["long long", "long long"]
+    # the common 16 and the limits (steps per output interval, wall time in ns, the
+    # table's row of member output counts)
+    assert params[:4] == ["long long", "pointer", "pointer", "int"] and len(params) == 19
+    assert params[-3:] == ["long long", "long long", "long long"]
 
 
 @pytest.mark.parametrize("method,precision", [("rk4", "double"), ("dopri5", "float"),
