@@ -454,7 +454,8 @@ def time_course_notes(result, task: TimeCourse) -> list[str]:
         notes.append("the result has no output columns (the model has no species and "
                      "nothing that changes): only the times are written; name outputs "
                      "with --outputs / outputs=")
-    non_finite = result.non_finite_outputs(task.own_times())
+    non_finite = result.non_finite_outputs(task.own_times()) \
+        if result.data is not None else {}
     if non_finite:
         result.metadata["non_finite_outputs"] = non_finite
         worst = ", ".join(f"{name} ({n} member(s))" for name, n in list(non_finite.items())[:6])

@@ -15,7 +15,7 @@ import pytest
 from sbmlgpu.codegen.compile_check import nvcc_available, nvcc_compile
 from sbmlgpu.errors import DeviceError
 from sbmlgpu.profile import Profiler
-from sbmlgpu.runtime import cupy_interop, download_staged, mapped_array
+from sbmlgpu.runtime import cupy_interop, download_staged, mapped_array, upload_staged
 from sbmlgpu.runtime.pinned import MIN_BLOCK, PinnedPool, size_class
 from sbmlgpu.runtime.streams import SerialStream
 
@@ -277,6 +277,34 @@ def test_staged_download_after_a_device_failure_keeps_no_stage_for_reuse(driver)
         download_staged(device, buf, np.zeros(100), chunk_bytes=200)
     pool = device.pinned_pool()
     assert pool.in_use_bytes == 0 and pool.cached_bytes == 0
+
+
+@pytest.mark.parametrize("chunk_bytes", [1 << 20, 1000, 24, 8])
+def test_staged_upload_copies_a_table_through_pinned_chunks(driver, chunk_bytes):
+    device = driver.devices()[0]
+    table = np.random.default_rng(1).normal(size=(7, 50))[:, ::2]  # not contiguous
+    copies = device.cuda.state["async_copies"]
+    copies.clear()
+    buf = upload_staged(device, table, chunk_bytes=chunk_bytes)
+    np.testing.assert_array_equal(device.from_device(buf, table.shape, np.float64), table)
+    assert len(copies) == -(-table.nbytes // min(chunk_bytes, table.nbytes))
+    assert all(kind == "htod" and pinned for kind, pinned in copies)
+    pool = device.pinned_pool()
+    assert pool.in_use_bytes == 0 and pool.cached_bytes > 0
+    assert upload_staged(device, np.zeros((3, 0))).nbytes >= 1  # nothing to copy
+    with pytest.raises(DeviceError, match="chunk_bytes"):
+        upload_staged(device, table, chunk_bytes=0)
+
+
+def test_staged_upload_after_a_device_failure_keeps_no_stage_and_no_buffer(driver):
+    device = driver.devices()[0]
+    free = device.cuda.mem_get_info()[0]
+    device.cuda.state["fail_running"] = True
+    with pytest.raises(DeviceError, match="illegal memory access"):
+        upload_staged(device, np.arange(100.0), chunk_bytes=200)
+    pool = device.pinned_pool()
+    assert pool.in_use_bytes == 0 and pool.cached_bytes == 0
+    assert device.cuda.mem_get_info()[0] == free  # the new buffer freed again
 
 
 # --- mapped memory --------------------------------------------------------------------------

@@ -94,3 +94,24 @@ def test_a_range_of_members_is_gathered_without_their_indices():
         with pytest.raises(ValueError, match="outside 0..500"):
             resident.gather(device, None, 400, 501)
     assert device.live_buffers() == []
+
+
+@pytest.mark.parametrize("staged_bytes", [1, 1 << 40])
+def test_a_large_table_goes_up_through_pinned_stages(monkeypatch, staged_bytes):
+    """Above STAGED_BYTES through transfer.upload_staged (pinned chunks), below it in one
+    copy; the gathered columns are the same."""
+    from sbmlgpu.runtime import resident as module
+
+    calls = []
+    real = module.upload_staged
+    monkeypatch.setattr(module, "STAGED_BYTES", staged_bytes)
+    monkeypatch.setattr(module, "upload_staged",
+                        lambda device, table: calls.append(table.nbytes) or real(device, table))
+    device = FakeDevice()
+    table = _table()
+    with ResidentTable.upload([device], table) as resident:
+        columns = resident.gather(device, np.arange(10))
+        got = columns.buffer.view(np.float64, columns.size).reshape(columns.shape)
+        assert np.array_equal(got, table[:, :10])
+        columns.buffer.free()
+    assert calls == ([table.nbytes] if staged_bytes == 1 else [])

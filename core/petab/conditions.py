@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import UnsupportedModelError
 from .model import ModelEvaluator
 from .problem import PetabProblem
-from .values import resolve
+from .values import resolve_cell
 
 META_COLUMNS = ("conditionName",)
 
@@ -54,9 +54,30 @@ class Conditions:
         self.species = [c for c in self.columns if net.kind_of(c) == "species"]
         self.others = [c for c in self.columns if c not in self.species]
 
-    def _cell(self, condition: str, column: str) -> np.ndarray:
-        return resolve(self.table.at[condition, column], self.sets, self.n,
-                       f"condition {condition}, column {column}")
+    def _cells(self, conditions: list[str], column: str) -> list:
+        """Each condition's cell of `column`: a float (NaN: empty) or n values."""
+        return [resolve_cell(self.table.at[c, column], self.sets,
+                             f"condition {c}, column {column}") for c in conditions]
+
+    def _per_member(self, cells: list, base: np.ndarray | None, empty: float) -> np.ndarray:
+        """The (len(cells) * n,) row of member k*n + j: cell k (its set j's value), or
+        where the cell is empty (NaN) the member's `base` value, else `empty`. Written
+        run by run in one pass: the row of a problem of 36 runs and 10^5 sets is
+        3.6 x 10^6 values, and building it from per-run arrays, a concatenation and a
+        np.where took five (0.39 s of a 3.5 s objective call on the H200's host)."""
+        n = self.n
+        row = np.empty(len(cells) * n)
+        for k, cell in enumerate(cells):
+            part = row[k * n:(k + 1) * n]
+            fill = base[k * n:(k + 1) * n] if base is not None else empty
+            if isinstance(cell, float):
+                part[:] = fill if math.isnan(cell) else cell
+            else:
+                part[:] = cell
+                missing = np.isnan(cell)
+                if missing.any():
+                    part[missing] = fill[missing] if base is not None else empty
+        return row
 
     def parameters(self, conditions: list[str]):
         """model.MemberParameters (n_p, len(conditions) * n): member k*n + j is
@@ -66,10 +87,13 @@ class Conditions:
         for column in self.others:
             if column not in self.ev.p_index:
                 continue  # a state (rate rule): set in the state
-            cells = np.concatenate([self._cell(c, column) for c in conditions])
-            base = overrides.get(column, np.full(m, math.nan))
-            overrides[column] = np.where(np.isnan(cells), base, cells)
-        return self.ev.parameters(overrides, m, owned=True)  # tiled or np.where: new arrays
+            cells = self._cells(conditions, column)
+            if all(isinstance(c, float) and math.isnan(c) for c in cells):
+                continue  # no condition sets it
+            # an empty cell keeps the parameter table's value, else the model's (NaN:
+            # ModelEvaluator.parameters puts the model's value there)
+            overrides[column] = self._per_member(cells, overrides.get(column), math.nan)
+        return self.ev.parameters(overrides, m, owned=True)  # tiled or written: new arrays
 
     def apply_to_state(self, conditions: list[str], x: np.ndarray, p: np.ndarray) -> None:
         """Set the conditions' overrides of states (species, and values with rate rules)
@@ -78,16 +102,17 @@ class Conditions:
         if not conditions:
             return
         for column in self.columns:
-            cells = np.concatenate([self._cell(c, column) for c in conditions])
-            given = ~np.isnan(cells)
-            if not given.any():
-                continue
             in_state = column in self.ev.x_index
+            if column not in self.species and not in_state:
+                continue  # a parameter or compartment: set in p already
+            runs = self._cells(conditions, column)
+            if all(isinstance(c, float) and math.isnan(c) for c in runs):
+                continue
+            cells = self._per_member(runs, None, math.nan)
+            given = ~np.isnan(cells)
             value = cells
             if column in self.species:
                 value = self._species_value(column, cells, x, p, in_state)
-            elif not in_state:
-                continue  # a parameter or compartment: set in p already
             if in_state:
                 row = x[self.ev.x_index[column]]
             else:

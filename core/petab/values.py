@@ -77,15 +77,22 @@ def set_count(sets: dict[str, np.ndarray]) -> int:
 
 def resolve(cell, sets: dict[str, np.ndarray], n: int, where: str) -> np.ndarray:
     """One value per set of a table cell: a number (NaN when empty) or a parameterId."""
+    value = resolve_cell(cell, sets, where)
+    return np.full(n, value) if isinstance(value, float) else value
+
+
+def resolve_cell(cell, sets: dict[str, np.ndarray], where: str) -> float | np.ndarray:
+    """A table cell's value: a float (a number; NaN when empty), or a parameterId's
+    values per set (an array)."""
     if cell is None:
-        return np.full(n, math.nan)
+        return math.nan
     if isinstance(cell, (int, float, np.integer, np.floating)):
-        return np.full(n, float(cell))
+        return float(cell)
     text = str(cell).strip()
     if not text or text.lower() == "nan":
-        return np.full(n, math.nan)
+        return math.nan
     try:
-        return np.full(n, float(text))
+        return float(text)
     except ValueError:
         pass
     if text in sets:

@@ -111,4 +111,4 @@ from .cupy_interop import as_cupy, cupy_stream, from_cupy  # noqa: E402,F401
 from .mapped import mapped_array  # noqa: E402,F401
 from .pinned import PinnedPool  # noqa: E402,F401
 from .streams import Event, PendingLaunch, SerialStream, Stream  # noqa: E402,F401
-from .transfer import download_staged  # noqa: E402,F401
+from .transfer import download_staged, upload_staged  # noqa: E402,F401

@@ -1,4 +1,5 @@
-"""Downloads into a backend's result rows through pinned staging buffers.
+"""Downloads into a backend's result rows, and uploads of large host tables, through
+pinned staging buffers.
 
 Why: `Device.download(buffer, out)` copies straight into `out`, which is pageable
 memory (a block of rows of the result array): the driver then stages the copy
@@ -14,6 +15,13 @@ overlaps it.
 
 On a device without streams or pinning (the defaults in base.py) this is a chunked
 synchronous copy with the same result.
+
+Uploads the other way round (`upload_staged`): the host copies chunk k+1 into one
+block while the device copies chunk k out of the other. Measured on the H200's host:
+a 1.4 GB parameter table (Bachmann_MSB2011's objective, 36 runs of 10^5 sets) took
+0.2-0.3 s through the driver's own pageable path.
+
+    upload_staged(device, table)                                     # a new buffer
 """
 
 from __future__ import annotations
@@ -83,3 +91,46 @@ def _drain(entry, target: np.ndarray) -> None:
     event, stage, start, size = entry
     event.synchronize()
     parallel_copy(target[start:start + size], stage[:size])  # memcpy on threads
+
+
+def upload_staged(device, array: np.ndarray, *, stream=None,
+                  chunk_bytes: int = DEFAULT_CHUNK_BYTES):
+    """A new device buffer holding `array` (made C-contiguous), copied through pinned
+    staging; returns it once the copy is complete (the caller frees it)."""
+    if chunk_bytes < 1:
+        raise DeviceError(f"{device}: chunk_bytes must be positive, not {chunk_bytes}")
+    host = np.ascontiguousarray(array)
+    buffer = device.alloc(max(host.nbytes, 1))
+    total = host.nbytes
+    if total == 0:
+        return buffer
+    source = host.reshape(-1).view(np.uint8)
+    chunk = min(int(chunk_bytes), total)
+    finished = broken = False
+    stages: list = []
+    try:
+        stream = stream if stream is not None else device.stream()
+        pool = device.pinned_pool()
+        stages = [pool.take(chunk), pool.take(chunk)]
+        used: list = [None, None]  # the event after the copy out of each stage
+        for k, start in enumerate(range(0, total, chunk)):
+            size = min(chunk, total - start)
+            stage = stages[k % 2]
+            if used[k % 2] is not None:
+                used[k % 2].synchronize()  # the copy of chunk k-2 has left this stage
+            parallel_copy(stage[:size], source[start:start + size])  # memcpy on threads
+            stream.upload(buffer, stage[:size], offset=start)
+            used[k % 2] = stream.record()
+        stream.synchronize()
+        finished = True
+    finally:
+        if not finished:
+            try:
+                if stages:
+                    stream.synchronize()
+            except DeviceError:
+                broken = True  # a copy may still read a stage: do not hand it out again
+            buffer.free()
+        for stage in stages:
+            (pool.discard if broken else pool.give_back)(stage)
+    return buffer
