@@ -32,6 +32,7 @@ import numpy as np
 
 from ..errors import DeviceError
 from .prefault import parallel_copy
+from .streams import SerialStream
 
 #: bytes per chunk: large enough for full link speed, small enough to overlap well
 DEFAULT_CHUNK_BYTES = 32 << 20
@@ -100,6 +101,11 @@ def upload_staged(device, array: np.ndarray, *, stream=None,
     if chunk_bytes < 1:
         raise DeviceError(f"{device}: chunk_bytes must be positive, not {chunk_bytes}")
     host = np.ascontiguousarray(array)
+    stream = stream if stream is not None else device.stream()
+    if isinstance(stream, SerialStream):
+        # a device without asynchronous copies (streams.py's default): staging would
+        # only copy twice, and its copies at an offset rewrite the whole buffer
+        return device.to_device(host) if host.nbytes else device.alloc(1)
     buffer = device.alloc(max(host.nbytes, 1))
     total = host.nbytes
     if total == 0:
@@ -109,7 +115,6 @@ def upload_staged(device, array: np.ndarray, *, stream=None,
     finished = broken = False
     stages: list = []
     try:
-        stream = stream if stream is not None else device.stream()
         pool = device.pinned_pool()
         stages = [pool.take(chunk), pool.take(chunk)]
         used: list = [None, None]  # the event after the copy out of each stage
