@@ -3,9 +3,10 @@
 Member j integrates to the last output time at or before its end and its later outputs
 are NaN. In the ode kernels (native build, GPU, the refill lanes) a member so cut must
 be exactly the run of those output times alone: same steps, same values, bit for bit,
-whichever method, pass or schedule ran it. Other engines and backends integrate to the
-end and are cut afterwards (sbmlgpu.api), which gives the full run's values before the
-cut. A PEtab problem's runs end at their own last measurement time."""
+whichever method, pass or schedule ran it. The numpy engine and the reference backend
+run each member on its own times too; any other backend's time courses are cut
+afterwards (sbmlgpu.api). A PEtab problem's runs end at their own last measurement
+time."""
 
 from __future__ import annotations
 
@@ -122,19 +123,48 @@ def test_the_refill_lanes_cut_each_member_as_one_thread_does(model, method):
         assert steps[j] <= whole[2][j]
 
 
-def test_the_numpy_engine_and_other_backends_are_cut_after_the_run(model):
+def test_the_numpy_engine_and_the_reference_run_each_member_on_its_own_times(model):
+    """Engines without the kernels' row of counts run the members of each count on
+    those times alone (numpy's), or member by member (the reference backend)."""
     members = _members(model)
-    full = _run(model, TIMES, members, method="dopri5", cpu_engine="numpy")
-    cut = _ended(model, members, method="dopri5", cpu_engine="numpy")
-    assert "member_ends" not in cut.metadata  # not in a kernel: cut by sbmlgpu.api
-    for j, count in enumerate(COUNTS):
-        assert np.array_equal(cut.data[j, :count], full.data[j, :count])
-        assert np.isnan(cut.data[j, count:]).all()
     task = TimeCourse(times=TIMES, parameters=members, member_ends=ENDS, progress=False)
-    reference = api.execute(model, task, "reference", device="cpu").result
-    for j, count in enumerate(COUNTS):
-        assert np.isfinite(reference.data[j, :count]).all()
-        assert np.isnan(reference.data[j, count:]).all()
+    for backend, options in (("ode", {"method": "dopri5", "cpu_engine": "numpy"}),
+                             ("reference", {})):
+        cut = api.execute(model, task, backend, options=options, device="cpu").result
+        assert cut.metadata["member_ends"] == "integrated"
+        for j, count in enumerate(COUNTS):
+            alone = api.run(model, backend, times=TIMES[:count], progress=False,
+                            parameters={k: v[j:j + 1] for k, v in members.items()},
+                            options=options, device="cpu")
+            np.testing.assert_allclose(cut.data[j, :count], alone.data[0], rtol=1e-12,
+                                       err_msg=f"{backend} member {j}")
+            assert np.isnan(cut.data[j, count:]).all()
+
+
+@pytest.mark.parametrize("backend, options", [
+    ("ode", {"cpu_engine": "native"}), ("ode", {"cpu_engine": "numpy"}), ("reference", {})])
+def test_a_member_that_fails_after_its_end_is_ok(backend, options):
+    """dx/dt = k x^2 from x = 1 blows up at t = 1/k (1 to 2 here): a member that ends
+    at t = 0.5 never gets there, whichever engine or backend runs it."""
+    if options.get("cpu_engine") == "native":
+        needs_compiler()
+    import sbmlgpu
+
+    from .ode_helpers import apply, ci, rate_rule_model
+
+    model = sbmlgpu.load(rate_rule_model({"x": (1.0, apply("times", ci("k"), ci("x"),
+                                                             ci("x")))}, {"k": 1.0}))
+    times = np.linspace(0.0, 3.0, 7)
+    parameters = {"k": np.array([0.5, 0.8, 1.0])}
+    whole = api.run(model, backend, times=times, parameters=parameters, progress=False,
+                    options=options or None, device="cpu")
+    assert (whole.status != Status.ok).all()  # past t = 2 each has blown up
+    task = TimeCourse(times=times, parameters=parameters, member_ends=0.5, progress=False)
+    cut = api.execute(model, task, backend, options=options or None, device="cpu").result
+    assert (cut.status == Status.ok).all()
+    np.testing.assert_allclose(cut.data[:, 1, 0], 1.0 / (1.0 - 0.5 * parameters["k"]),
+                               rtol=1e-5)
+    assert np.isnan(cut.data[:, 2:]).all()
 
 
 @pytest.mark.parametrize("ends, words", [

@@ -296,6 +296,18 @@ def test_staged_upload_copies_a_table_through_pinned_chunks(driver, chunk_bytes)
         upload_staged(device, table, chunk_bytes=0)
 
 
+def test_staged_upload_without_page_locked_memory_copies_from_pageable_memory(driver):
+    device = driver.devices()[0]
+    device.cuda.state["fail_pin"] = True  # the driver refuses to page-lock
+    copies = device.cuda.state["async_copies"]
+    copies.clear()
+    table = np.arange(30000.0).reshape(3, -1)
+    buf = upload_staged(device, table, chunk_bytes=1000)
+    np.testing.assert_array_equal(device.from_device(buf, table.shape, np.float64), table)
+    assert copies == []  # the synchronous copy
+    assert device.pinned_pool().in_use_bytes == 0
+
+
 def test_staged_upload_after_a_device_failure_keeps_no_stage_and_no_buffer(driver):
     device = driver.devices()[0]
     free = device.cuda.mem_get_info()[0]

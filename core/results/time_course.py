@@ -111,14 +111,20 @@ class TimeCourseResult(Result):
             counts = non_finite_counts(self.data, self.ok)
         else:
             # per stretch of neighbouring members of one count (a PEtab run's members
-            # are neighbours): views, not copies of a result of GBs
+            # are neighbours): views, not copies of a result of GBs; where the counts
+            # change from member to member, per count (at most one per output time)
             counts = np.zeros(len(self.ids), np.int64)
             own_times = np.asarray(own_times)
             cuts = np.flatnonzero(own_times[1:] != own_times[:-1]) + 1
             ok = self.ok
-            for start, stop in zip([0, *cuts], [*cuts, len(own_times)]):
-                counts += non_finite_counts(self.data[start:stop, :int(own_times[start])],
-                                            ok[start:stop])
+            if len(cuts) < 4 * self.data.shape[1]:
+                for start, stop in zip([0, *cuts], [*cuts, len(own_times)]):
+                    counts += non_finite_counts(self.data[start:stop, :int(own_times[start])],
+                                                ok[start:stop])
+            else:
+                for count in np.unique(own_times):
+                    mine = np.flatnonzero(own_times == count)
+                    counts += non_finite_counts(self.data[mine, :int(count)], ok[mine])
         return {name: int(k) for name, k in zip(self.ids, counts) if k}
 
     def statuses(self) -> list[Status]:

@@ -106,17 +106,24 @@ def upload_staged(device, array: np.ndarray, *, stream=None,
         # a device without asynchronous copies (streams.py's default): staging would
         # only copy twice, and its copies at an offset rewrite the whole buffer
         return device.to_device(host) if host.nbytes else device.alloc(1)
-    buffer = device.alloc(max(host.nbytes, 1))
     total = host.nbytes
     if total == 0:
-        return buffer
-    source = host.reshape(-1).view(np.uint8)
+        return device.alloc(1)
     chunk = min(int(chunk_bytes), total)
-    finished = broken = False
+    pool = device.pinned_pool()
     stages: list = []
     try:
-        pool = device.pinned_pool()
-        stages = [pool.take(chunk), pool.take(chunk)]
+        for _ in range(2):
+            stages.append(pool.take(chunk))
+    except DeviceError:  # no page-locked memory to be had: the driver's pageable path
+        for stage in stages:
+            pool.give_back(stage)
+        return device.to_device(host)
+    source = host.reshape(-1).view(np.uint8)
+    finished = broken = False
+    buffer = None
+    try:
+        buffer = device.alloc(total)
         used: list = [None, None]  # the event after the copy out of each stage
         for k, start in enumerate(range(0, total, chunk)):
             size = min(chunk, total - start)
@@ -131,11 +138,14 @@ def upload_staged(device, array: np.ndarray, *, stream=None,
     finally:
         if not finished:
             try:
-                if stages:
-                    stream.synchronize()
+                stream.synchronize()
             except DeviceError:
                 broken = True  # a copy may still read a stage: do not hand it out again
-            buffer.free()
+            if buffer is not None:
+                try:
+                    buffer.free()
+                except DeviceError:
+                    broken = True  # the error being raised is the one to see
         for stage in stages:
             (pool.discard if broken else pool.give_back)(stage)
     return buffer

@@ -117,8 +117,9 @@ class TimeCourse(Task):
     #: run of those times alone would, and its later outputs are NaN. A PEtab
     #: problem's conditions are measured over different spans (Bachmann_MSB2011: on
     #: average a fifth of the longest), so an ensemble of all its runs need not
-    #: integrate each to the longest. The ode backend stops each member there; any
-    #: other backend's time courses are cut afterwards (`cut_after_ends`)
+    #: integrate each to the longest. The ode backend (its kernels, numpy's engine) and
+    #: the reference backend stop each member there; any other backend's time courses
+    #: are cut afterwards (`cut_after_ends`), its statuses then the whole span's
     member_ends: Any = field(default=None, repr=False, compare=False,
                              metadata={"cli": False, "help": "", "internal": True})
     #: {id: the option that gave its values} (--sample, ...), for error messages

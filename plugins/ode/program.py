@@ -210,8 +210,9 @@ class OdeProgram(Program):
         spec = self._specialise(varied, outputs, constant, table64, times, profiler,
                                 seed=int(task.seed))
         method, why, source, engine = spec.method, spec.why, spec.source, spec.engine
-        # the kernels (GPU, native) stop each member at its count; numpy's engine runs
-        # every member to the end and the result is cut afterwards (api's _run_program)
+        # the kernels (GPU, native) stop each member at its count, read from the table;
+        # numpy's engine runs the members of each count on those times alone
+        # (_run_by_own_times)
         ends_in_kernel = counts is not None and engine.name in ("gpu", "native")
         table = (full if ends_in_kernel else table64).astype(engine.dtype, copy=False)
         times_row = len(varied) if ends_in_kernel else -1
@@ -250,12 +251,14 @@ class OdeProgram(Program):
             # of each row's range for an unbundled one)
             columns = resident[0].gather(device, batch.members, batch.start, batch.stop) \
                 if resident else None
-            out: BatchOutput = engine.run(device, columns if columns is not None
-                                          else batch.take(table), times, len(outputs),
-                                          launch, ids, first_member=first,
-                                          profiler=profiler,
-                                          destination=None if scatter else batch.rows,
-                                          **where)
+            if counts is not None and not ends_in_kernel:
+                out = _run_by_own_times(engine, device, batch.take(table), times,
+                                        len(outputs), launch, ids, first, counts, profiler)
+            else:
+                out = engine.run(device, columns if columns is not None
+                                 else batch.take(table), times, len(outputs),
+                                 launch, ids, first_member=first, profiler=profiler,
+                                 destination=None if scatter else batch.rows, **where)
             if scatter:  # an engine without member order, given the rows of a bundle
                 batch.rows[batch.members - batch.members.min()] = out.out
                 out.out = batch.rows
@@ -423,9 +426,9 @@ class OdeProgram(Program):
             "steps_max": int(steps[slowest]) if slowest is not None else 0,
             "jacobian": source.jacobian,
             "wall_seconds": time.perf_counter() - started,
-            # TimeCourse.member_ends: each member stopped at its own end by the kernel
-            # (else sbmlgpu.api cuts the time courses after the run)
-            **({"member_ends": "integrated"} if ends_in_kernel else {}),
+            # TimeCourse.member_ends: each member stopped at its own end (by the kernel,
+            # or numpy's engine run per count), so that sbmlgpu.api cuts nothing
+            **({"member_ends": "integrated"} if counts is not None else {}),
             **limits.metadata(o, outcome.status, steps, second, slowest), **extra,
         }
         if outcome.spill_note:
@@ -590,6 +593,31 @@ def launch_config(o: OdeOptions, method: str, max_steps: int, seed: int,
                         max_steps=max_steps, seed=seed, block_size=o.block_size,
                         scaled_atol=o.scaled_atol, times_row=times_row,
                         **limits.launch_limits(o, method))
+
+
+def _run_by_own_times(engine, device, table: np.ndarray, times: np.ndarray, n_outputs: int,
+                      launch: LaunchConfig, ids: np.ndarray | None, first: int,
+                      counts: np.ndarray, profiler) -> BatchOutput:
+    """A batch on an engine that integrates every member to the last output time (numpy's):
+    the members of each count of output times (TimeCourse.member_ends) run on those times
+    alone, under their own member numbers, so that each status is its own span's (a
+    member that would fail past its end does not). Later outputs NaN, launch order."""
+    b = table.shape[1]
+    numbers = ids.astype(np.int64) if ids is not None else first + np.arange(b)
+    own = counts[numbers]
+    out = np.full((b, len(times), n_outputs), np.nan, dtype=engine.dtype)
+    status = np.zeros(b, np.int8)
+    steps = np.zeros(b, np.int32)
+    ms = 0.0
+    for count in np.unique(own):
+        group = np.flatnonzero(own == count)
+        part = engine.run(device, table[:, group], times[:int(count)], n_outputs, launch,
+                          numbers[group].astype(np.uint64), first_member=LAUNCH_ORDER,
+                          profiler=profiler)
+        out[group, :int(count)] = part.out
+        status[group], steps[group] = part.status, part.steps
+        ms += part.kernel_ms
+    return BatchOutput(status, steps, out, None, ms)
 
 
 def _first_member(batch: MemberBatch, engine) -> tuple[int, bool]:

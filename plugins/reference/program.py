@@ -69,7 +69,10 @@ class ReferenceProgram(Program):
                   if task.parameters else None)
         o = self.options
         try:
-            traj = reference.simulate(self.compiled, task.times, parameters=params,
+            # a member with its own end (TimeCourse.member_ends) on its own times
+            own = task.own_times()
+            times = task.times if own is None else task.times[:int(own[i])]
+            traj = reference.simulate(self.compiled, times, parameters=params,
                                       rtol=o.rtol, atol=o.atol, method=o.method,
                                       max_step=o.max_step, seed=task.seed, member=i,
                                       scaled_atol=o.scaled_atol)
@@ -98,8 +101,11 @@ class ReferenceProgram(Program):
                 if st != Status.ok:
                     messages[i] = message or st.message
                 bar.advance(1)
+        metadata = self._metadata(time.perf_counter() - started)
+        if task.own_times() is not None:
+            metadata["member_ends"] = "integrated"  # each member on its own times
         result = TimeCourseResult(times=times, ids=outputs, data=data, status=status, messages=messages,
-                        metadata=self._metadata(time.perf_counter() - started))
+                        metadata=metadata)
         return result.with_summary(keep_members=False) if task.summary else result
 
     def _metadata(self, seconds: float) -> dict[str, Any]:

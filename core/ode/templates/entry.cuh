@@ -126,7 +126,7 @@ SBMLGPU_HD bool ode_lane_turn(ode_lane* M, bool* live, unsigned long long* next,
                               {{ kernel_arguments(sink, with_limits, history) }})
 {
 {% if with_limits %}
-    (void)max_interval_steps; (void)time_limit_ns;
+    (void)max_interval_steps; (void)time_limit_ns; (void)times_row;  /* in cfg */
 {% endif %}
     (void)rtol; (void)atol; (void)h0; (void)max_step; (void)dt; (void)max_steps; (void)seed;
     if (!*live) {
