@@ -181,7 +181,8 @@ class GpuEngine:
         statistics, binned over this grid, instead (`--summary`). `reduce`: a
         per-member reduction run on the time courses where they lie instead
         (`reduce.launch(...)` -> {name: (b,) array}, e.g.
-        sbmlgpu.petab.reduction.ObjectiveReduction); out is then (b, times, 0).
+        sbmlgpu.petab.reduction.ObjectiveReduction, whose optional `release()` the
+        backend calls once its run ends); out is then (b, times, 0).
         `table`: the (varied, b) host array, or DeviceColumns already on `device`
         (sbmlgpu.runtime.resident), which this call frees."""
         b = int(table.shape[1])

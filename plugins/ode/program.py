@@ -382,6 +382,10 @@ class OdeProgram(Program):
         finally:
             for table_copies in resident:
                 table_copies.free()
+            # what the reduction's launches kept on the devices (its tables, once a run)
+            release = getattr(reduce, "release", None)
+            if release is not None:
+                release()
         if not outcome.root:  # an MPI rank other than the root: the root has the result
             return TimeCourseResult(times=times, ids=outputs, data=outcome.data,
                                     status=outcome.status,
