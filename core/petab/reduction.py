@@ -8,10 +8,11 @@ them back to evaluate the likelihood in numpy moves gigabytes for N numbers. The
 (`TimeCourse.reduce`): after each batch's integration the GPU engine runs the
 objective kernel on the batch's device buffer and returns, per member (a run and a
 set), the sums of the negative log-likelihood and chi2 terms over that run's
-measurement rows at finite times. `Simulation.run` adds them up per set; rows at
-t = inf (steady states, computed on the host) are scored by likelihood.terms as
-before. The same kernel text builds for the host (its SBMLGPU_HOST_ENTRY), through
-which tests compare it with the numpy computation.
+measurement rows at finite times. `Simulation.run` adds them up per set. The same
+kernel text builds for the host (its SBMLGPU_HOST_ENTRY): it scores the members the
+ode backend's host pass integrates, and the rows at t = inf (steady states, found on
+the host) from row tables of their own (`ObjectiveRows.build(..., steady=True)`);
+tests compare it with the numpy computation (likelihood.summed_terms).
 
 The tables the kernel reads (all per measurement row at a finite time, rows
 grouped by run): run_rows (CSR offsets per run), the output-time index, the
@@ -42,8 +43,12 @@ BLOCK = 128
 #: what the reduction adds to a member's results (MemberResults extras)
 NLL, CHI2 = "petab_nll", "petab_chi2"
 _LOCK = threading.Lock()
+#: members at least per thread of a threaded on_host (fewer: not worth a thread)
+HOST_CHUNK = 4096
 #: the host builds' (g++ runs seconds: not under _LOCK, which every device launch takes)
 _HOST_LOCK = threading.Lock()
+#: members at least per thread of a threaded on_host (fewer: not worth a thread)
+HOST_CHUNK = 4096
 
 
 @dataclass
@@ -75,11 +80,13 @@ class ObjectiveRows:
     _kernels: dict = field(default_factory=dict, repr=False)  # (device, precision) ->
 
     @classmethod
-    def build(cls, formulas: Formulas, runs, parameter_ids, outputs: tuple[str, ...]
-              ) -> "ObjectiveRows":
+    def build(cls, formulas: Formulas, runs, parameter_ids, outputs: tuple[str, ...],
+              steady: bool = False) -> "ObjectiveRows":
         """`runs`: simulate.Runs; `parameter_ids`: the parameter table's ids (the keys
         of every set); `outputs`: the time-course task's outputs (the columns of the
-        device buffer), which hold every model id the formulas use."""
+        device buffer), which hold every model id the formulas use. `steady`: the rows
+        at t = inf instead, each reading output time 0 of a one-time "course" (its
+        run's steady state: `score_steady_states`)."""
         problem = formulas.problem
         meas = problem.measurements
         known = set(parameter_ids)
@@ -109,7 +116,8 @@ class ObjectiveRows:
                 "distribution": _cell(obs, "noiseDistribution", "normal")})
 
         order = np.argsort(runs.row_run, kind="stable")
-        timed = order[runs.row_time_index[order] >= 0]
+        at_inf = runs.row_time_index[order] < 0
+        timed = order[at_inf] if steady else order[~at_inf]  # (the rows scored)
         obs_ids = meas["observableId"].to_numpy()
         slot_q = np.full((len(timed), max(slots, 1)), -1, np.int32)
         slot_value = np.full((len(timed), max(slots, 1)), np.nan)
@@ -127,7 +135,8 @@ class ObjectiveRows:
         rows_per_run = np.bincount(runs.row_run[timed], minlength=len(runs.pairs))
         tables = RowTables(
             run_rows=np.concatenate([[0], np.cumsum(rows_per_run)]).astype(np.int32),
-            time_index=runs.row_time_index[timed].astype(np.int32),
+            time_index=(np.zeros(len(timed)) if steady
+                        else runs.row_time_index[timed]).astype(np.int32),
             observable=np.array([oids.index(str(obs_ids[r])) for r in timed], np.int32),
             measurement=meas["measurement"].to_numpy(float)[timed],
             t=runs.row_time[timed].astype(float),
@@ -264,13 +273,26 @@ class ObjectiveReduction:
         with its own kernel, in the background)."""
         self.rows.host_library(precision)
 
-    def on_host(self, data: np.ndarray, status: np.ndarray, members: np.ndarray
-                ) -> dict[str, np.ndarray]:
+    def on_host(self, data: np.ndarray, status: np.ndarray, members: np.ndarray,
+                threads: int = 1) -> dict[str, np.ndarray]:
         """Score members a GPU run integrated on the host's cores (the ode backend's
         host pass, whose time courses never reach the device): `data` (m, times,
         outputs) of the kernel's dtype, `status` (m,), `members` (m,) their member
         numbers; {NLL: (m,), CHI2: (m,)} as `launch` returns them, from the same
-        kernel text built for the host."""
+        kernel text built for the host. `threads` > 1: the members split over that
+        many threads (ctypes lets go of the GIL during each call)."""
+        m = len(members)
+        if threads > 1 and m >= 2 * HOST_CHUNK:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self.rows.host_library("double" if data.dtype == np.float64 else "float")
+            size = max(HOST_CHUNK, -(-m // threads))
+            with ThreadPoolExecutor(threads) as pool:
+                parts = list(pool.map(lambda s: self.on_host(
+                    data[s:s + size], status[s:s + size], members[s:s + size]),
+                    range(0, m, size)))
+            return {name: np.concatenate([part[name] for part in parts])
+                    for name in self.names}
         precision = "double" if data.dtype == np.float64 else "float"
         library = self.rows.host_library(precision)
         m = len(members)

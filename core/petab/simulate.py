@@ -133,6 +133,19 @@ class Simulated:
     reduced: tuple[np.ndarray, np.ndarray] | None = None
     #: the ode backend's method of the main stage (None: another backend)
     method: str | None = None
+    #: the runs with rows at t = inf and the model ids' values at their steady
+    #: states, (ids, runs * n) in member order (NaN where none was found)
+    steady: "SteadyValues | None" = None
+
+
+@dataclass
+class SteadyValues:
+    """What the rows at t = inf read: the runs that have such rows (indices into
+    Runs.pairs, ascending) and `values[q, k * n + j]`, model id q (in the order of
+    the ids `Simulation.run` was given) at the steady state of run runs[k] with set j."""
+
+    runs: list[int]
+    values: np.ndarray  # (ids, len(runs) * n)
 
 
 class Simulation:
@@ -204,7 +217,9 @@ class Simulation:
         if not len(ev.x_index):
             return x0.copy(), np.zeros(m, np.int8), {}
         result = self.time_course(p, x0, STEADY_TIMES)
-        data = result.data[:, :, [result.index(o) for o in ev.output_names()]]  # (M, T, n_x)
+        # the states at one steady time at a time (most members are steady at the last:
+        # one gather of (M, n_x), not a copy of every time's)
+        columns = [result.index(o) for o in ev.output_names()]
         x = np.full_like(x0, np.nan)
         found = np.zeros(m, bool)
         for ti in range(len(STEADY_TIMES) - 1, 0, -1):
@@ -214,7 +229,8 @@ class Simulation:
             if not left.size:
                 break
             every = left.size == m
-            state = data[:, ti, :].T if every else data[left, ti, :].T
+            state = (result.data[:, ti, columns] if every
+                     else result.data[left[:, None], ti, columns]).T
             f = ev.rhs(state, p if every else p.take(left), STEADY_TIMES[ti])
             with np.errstate(invalid="ignore"):
                 steady = np.all(np.isfinite(state) & np.isfinite(f) &
@@ -294,6 +310,7 @@ class Simulation:
         # the rows whose model values the host needs: all, or those at t = inf
         rows = np.flatnonzero(~timed) if reduced is not None else np.arange(len(timed))
         values = {sid: RowValues(len(rows), n) for sid in ids}
+        steady = None
         if result is not None and reduced is None:
             where = np.flatnonzero(timed)
             for sid in ids:
@@ -308,6 +325,8 @@ class Simulation:
             x_ss, codes, notes = self.steady_state(p_inf, x0[:, cols])
             record(inf_runs, codes, notes)
             at = ev.values(ids, x_ss, p_inf, float(STEADY_TIMES[-1])) if ids else None
+            steady = SteadyValues(inf_runs, np.asarray(at, dtype=float).reshape(len(ids), -1)
+                                  if ids else np.zeros((0, len(cols))))
             slot = np.full(n_runs, -1)
             slot[inf_runs] = np.arange(len(inf_runs))
             position = np.full(len(timed), -1)
@@ -318,4 +337,4 @@ class Simulation:
                 values[sid].add(position[steady_rows], at[q].reshape(len(inf_runs), n),
                                 slot[runs.row_run[steady_rows]])
             method = method or self.method
-        return Simulated(values, status, rows, messages, reduced, method)
+        return Simulated(values, status, rows, messages, reduced, method, steady)
