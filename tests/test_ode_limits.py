@@ -126,6 +126,47 @@ def test_without_the_interval_limit_the_slow_member_runs_to_the_end(model):
     assert result.metadata["limit_members"] == {}
 
 
+def test_the_least_advanced_members_go_first_into_the_second_pass():
+    """Members past the budget by the output times they reached (fewest first, ties in
+    member order); without time courses on the host, in member order."""
+    from sbmlgpu.plugins.ode.passes import least_advanced_first
+
+    data = np.full((6, 5, 2), np.nan)
+    data[:, 0] = 1.0  # t0 reached by every member
+    data[1, :4, 1] = 2.0  # member 1: 4 times (one output is enough for a time)
+    data[3, :2] = 3.0  # member 3: 2 times
+    data[5, :2] = 4.0  # member 5: 2 times
+    paused = np.array([1, 3, 4, 5])
+    assert least_advanced_first(paused, data).tolist() == [4, 3, 5, 1]
+    assert least_advanced_first(paused, None).tolist() == [1, 3, 4, 5]
+    assert least_advanced_first(paused[:1], data).tolist() == [1]
+
+
+def test_the_second_pass_takes_its_members_least_advanced_first(model, monkeypatch):
+    """The rerun's batches name the members in that order, and the results land on
+    each member's own rows (the test below: equal to one pass)."""
+    from sbmlgpu.plugins.ode import passes
+
+    given = []
+    monkeypatch.setattr(passes, "_second_pass", lambda job, paused, rerun, what: (
+        given.append(paused.copy()), _SECOND_PASS(job, paused, rerun, what))[1])
+    k = 10 ** np.random.default_rng(3).uniform(0, 5, 200)
+    one, _, _ = simulate(model, k, seed=2)
+    two, program, _ = simulate(model, k, pass_steps=300, seed=2)
+    assert len(given) == 1 and len(given[0]) == two.metadata["second_pass_members"] > 5
+    # how far each got in 300 steps: a run stopped there (as its first pass was)
+    capped, _, _ = simulate(model, k, max_steps=300, seed=2)
+    reached = np.isfinite(capped.data).any(axis=2).sum(axis=1)[given[0]]
+    assert np.all(np.diff(reached) >= 0) and reached[0] < reached[-1]
+    ties = np.diff(reached) == 0
+    assert np.all(np.diff(given[0])[ties] > 0)  # in member order within a tie
+    assert not np.array_equal(given[0], np.sort(given[0]))
+    assert np.array_equal(one.status, two.status) and np.array_equal(one.data, two.data)
+
+
+_SECOND_PASS = __import__("sbmlgpu.plugins.ode.passes", fromlist=["_second_pass"])._second_pass
+
+
 @pytest.mark.parametrize("summary", [False, True])
 def test_two_passes_equal_one_pass_member_for_member(model, summary):
     # 400 members, k log-uniform over five decades: the members past 300 steps (k above

@@ -210,6 +210,7 @@ def run_in_passes(job: EnsembleJob, scheduler, profiler, budget: StepBudget,
     report.rerun = paused
     if not len(paused):
         return outcome, report
+    paused = least_advanced_first(paused, outcome.data)
     started = time.perf_counter()
     if host is None or distributed:
         host = rerun_at = None
@@ -219,6 +220,22 @@ def run_in_passes(job: EnsembleJob, scheduler, profiler, budget: StepBudget,
                   note, report, devices, later)
     report.seconds = time.perf_counter() - started
     return outcome, report
+
+
+def least_advanced_first(paused: np.ndarray, data: np.ndarray | None) -> np.ndarray:
+    """The members past the first pass's budget, those that reached the fewest output
+    times in it first (ties in member order): with the same steps spent, a member that
+    got less far is likely to need more, and a pass over few members on few threads
+    (the CPU path, the host's threads) ends sooner when the longest start first (a
+    dynamic schedule's longest-processing-time rule). Elowitz_Nature2000, 1,000
+    members on the 2-core development machine: its 17 members, alone with bdf, take
+    0.04-1.98 s; in member order 2 threads need 3.06 s for them, this order 2.61 s, as
+    longest-first by their measured times. Without time courses on the host (a
+    summary, a reduction) the order stays the members'."""
+    if data is None or len(paused) < 2:
+        return paused
+    reached = np.isfinite(data[paused]).any(axis=2).sum(axis=1)  # output times reached
+    return paused[np.argsort(reached, kind="stable")]
 
 
 def _later_passes(outcome, paused, job, scheduler, profiler, budget, rerun, rerun_at, host,
