@@ -202,15 +202,15 @@ def run_in_passes(job: EnsembleJob, scheduler, profiler, budget: StepBudget,
     if not budget.two_passes:
         return outcome, report
     # np.flatnonzero's steps as methods (its wrappers cost more than the test)
-    paused = (outcome.status == int(Status.max_steps)).ravel().nonzero()[0] \
-        if outcome.root else None
+    paused = least_advanced_first((outcome.status == int(Status.max_steps)).ravel()
+                                  .nonzero()[0], outcome.data) if outcome.root else None
     world = getattr(scheduler, "world", None)
     if distributed and world is not None:
-        paused = world.comm.bcast(paused, root=0)  # every rank runs the second pass
-    report.rerun = paused
+        # every rank runs the second pass, in the root's order (only it holds the data)
+        paused = world.comm.bcast(paused, root=0)
+    report.rerun = np.sort(paused)
     if not len(paused):
         return outcome, report
-    paused = least_advanced_first(paused, outcome.data)
     started = time.perf_counter()
     if host is None or distributed:
         host = rerun_at = None
