@@ -140,6 +140,17 @@ def test_the_least_advanced_members_go_first_into_the_second_pass():
     assert least_advanced_first(paused, data).tolist() == [4, 3, 5, 1]
     assert least_advanced_first(paused, None).tolist() == [1, 3, 4, 5]
     assert least_advanced_first(paused[:1], data).tolist() == [1]
+    # members that end at their own times: the share of their own times reached
+    # (member 1: 4 of 5, 3: 2 of 2, 4: 1 of 5, 5: 2 of 4)
+    counts = np.array([5, 5, 5, 2, 5, 4])
+    assert least_advanced_first(paused, data, counts).tolist() == [4, 5, 1, 3]
+    # a spilled result is read a block of members at a time: the same order
+    import sbmlgpu.plugins.ode.passes as passes
+    block, passes.ORDER_BLOCK = passes.ORDER_BLOCK, 1
+    try:
+        assert least_advanced_first(paused, data, counts).tolist() == [4, 5, 1, 3]
+    finally:
+        passes.ORDER_BLOCK = block
 
 
 def test_the_second_pass_takes_its_members_least_advanced_first(model, monkeypatch):
@@ -161,6 +172,19 @@ def test_the_second_pass_takes_its_members_least_advanced_first(model, monkeypat
     ties = np.diff(reached) == 0
     assert np.all(np.diff(given[0])[ties] > 0)  # in member order within a tie
     assert not np.array_equal(given[0], np.sort(given[0]))
+    assert np.array_equal(one.status, two.status) and np.array_equal(one.data, two.data)
+
+
+def test_a_range_of_members_out_of_order_keeps_its_own_time_courses(model):
+    """Every member past the budget, least advanced first: the second pass's batch is
+    members [1, 0], a contiguous range out of order, whose rows must stay in launch
+    order (a review found them written in member order: the two members' time
+    courses swapped, statuses and steps right)."""
+    k = np.array([3000.0, 30000.0])  # both past 300 steps; k = 3e4 got less far
+    one, _, _ = simulate(model, k, seed=2)
+    two, _, _ = simulate(model, k, pass_steps=300, seed=2)
+    assert two.metadata["second_pass_members"] == 2
+    assert not np.array_equal(one.data[0], one.data[1])
     assert np.array_equal(one.status, two.status) and np.array_equal(one.data, two.data)
 
 

@@ -175,7 +175,7 @@ def launch_cap(n_members: int, devices) -> int:
 def run_in_passes(job: EnsembleJob, scheduler, profiler, budget: StepBudget,
                   rerun: RunBatch, host=None, bound_hint: str = "",
                   rerun_at: Callable[[int], RunBatch] | None = None,
-                  later: LaterMethod | None = None,
+                  later: LaterMethod | None = None, own_counts: np.ndarray | None = None,
                   ) -> tuple[EnsembleOutcome, PassReport]:
     """`job` (whose run_batch integrates with `budget.first_pass_steps`), then the
     members it paused again with `rerun` (the full step budget; its batches name
@@ -185,7 +185,9 @@ def run_in_passes(job: EnsembleJob, scheduler, profiler, budget: StepBudget,
     the host may take the second pass (a GPU run), else None; `rerun_at(steps)`:
     `rerun` with another step budget, for the middle pass (see _later_passes).
     `bound_hint`: what the long-pass note says bounds the members. `later`: the
-    method of the later passes where it is not the first's (module doc)."""
+    method of the later passes where it is not the first's (module doc).
+    `own_counts`: each member's own count of output times where members end at their
+    own times (TimeCourse.member_ends), else None (least_advanced_first)."""
     devices = tuple(getattr(scheduler, "local_devices", ()) or ())
     distributed = getattr(scheduler, "size", 1) > 1
     note = LongPassNote(bound_hint, quiet=not getattr(scheduler, "is_root", True))
@@ -203,7 +205,8 @@ def run_in_passes(job: EnsembleJob, scheduler, profiler, budget: StepBudget,
         return outcome, report
     # np.flatnonzero's steps as methods (its wrappers cost more than the test)
     paused = least_advanced_first((outcome.status == int(Status.max_steps)).ravel()
-                                  .nonzero()[0], outcome.data) if outcome.root else None
+                                  .nonzero()[0], outcome.data, own_counts) \
+        if outcome.root else None
     world = getattr(scheduler, "world", None)
     if distributed and world is not None:
         # every rank runs the second pass, in the root's order (only it holds the data)
@@ -222,19 +225,30 @@ def run_in_passes(job: EnsembleJob, scheduler, profiler, budget: StepBudget,
     return outcome, report
 
 
-def least_advanced_first(paused: np.ndarray, data: np.ndarray | None) -> np.ndarray:
-    """The members past the first pass's budget, those that reached the fewest output
-    times in it first (ties in member order): with the same steps spent, a member that
-    got less far is likely to need more, and a pass over few members on few threads
-    (the CPU path, the host's threads) ends sooner when the longest start first (a
-    dynamic schedule's longest-processing-time rule). Elowitz_Nature2000, 1,000
-    members on the 2-core development machine: its 17 members, alone with bdf, take
-    0.04-1.98 s; in member order 2 threads need 3.06 s for them, this order 2.61 s, as
-    longest-first by their measured times. Without time courses on the host (a
-    summary, a reduction) the order stays the members'."""
+#: members whose time courses least_advanced_first reads at a time (a block's copy)
+ORDER_BLOCK = 4096
+
+
+def least_advanced_first(paused: np.ndarray, data: np.ndarray | None,
+                         own_counts: np.ndarray | None = None) -> np.ndarray:
+    """The members past the first pass's budget, those that got least far in it
+    first (ties in member order): the share of their output times reached (of their
+    own count, `own_counts`, where members end at their own times). With the same
+    steps spent, a member that got less far is likely to need more, and a pass over
+    few members on few threads (the CPU path, the host's threads) ends sooner when
+    the longest start first (a dynamic schedule's longest-processing-time rule).
+    Elowitz_Nature2000, 1,000 members on the 2-core development machine: its 17
+    members, alone with bdf, take 0.04-1.98 s; in member order 2 threads need 3.06 s
+    for them, this order 2.61 s, as longest-first by their measured times. Without
+    time courses on the host (a summary, a reduction) the order stays the members'."""
     if data is None or len(paused) < 2:
         return paused
-    reached = np.isfinite(data[paused]).any(axis=2).sum(axis=1)  # output times reached
+    reached = np.empty(len(paused))
+    for start in range(0, len(paused), ORDER_BLOCK):  # (a spilled result: read in blocks)
+        block = paused[start:start + ORDER_BLOCK]
+        reached[start:start + len(block)] = np.isfinite(data[block]).any(axis=2).sum(axis=1)
+    if own_counts is not None:
+        reached /= np.maximum(np.asarray(own_counts)[paused], 1)
     return paused[np.argsort(reached, kind="stable")]
 
 
@@ -314,7 +328,7 @@ def _retried_on_host(paused: np.ndarray, retried: RetriedOnHost, budget: StepBud
     their threads: a stage whose wall time (from the first retry's start to the last
     one's end) overlaps the later method's."""
     members = paused[retried.mask]
-    report.fallback = members
+    report.fallback = np.sort(members)
     report.stages.append({"max_steps": budget.max_steps, "members": int(members.size),
                           "where": "host", "method": later.first,
                           "seconds": retried.span, "overlaps": later.name})
@@ -416,7 +430,7 @@ def _on_host(host, paused: np.ndarray, job: EnsembleJob, note: "LongPassNote",
         return None, None
     report.where, report.threads = "host", result.threads
     report.member_seconds[paused] = result.seconds
-    report.measured = paused
+    report.measured = np.sort(paused)
     retried = RetriedOnHost(result.retried, result.retry_span) \
         if result.retried is not None else None
     return EnsembleOutcome(True, result.status, result.data,
@@ -572,13 +586,25 @@ def _second_pass(job: EnsembleJob, paused: np.ndarray, rerun: RunBatch,
     def run_batch(device, batch: MemberBatch) -> MemberResults:
         # positions in the second pass -> the members themselves (their parameters,
         # random streams and, unless bundled, their rows of this pass's result)
-        return rerun(device, MemberBatch(batch.start, batch.stop,
-                                         paused[batch.start:batch.stop], batch.rows))
+        members = paused[batch.start:batch.stop]
+        # the rows are in this pass's (launch) order; a range of members out of order
+        # (least_advanced_first) would be written in member order there (program.py's
+        # _first_member: a bundled batch's rules), so it gets rows of its own
+        rows = batch.rows if batch.rows is None or not _permuted_range(members) else None
+        return rerun(device, MemberBatch(batch.start, batch.stop, members, rows))
 
     return job.replaced(n_members=len(paused), run_batch=run_batch,
                         memory=lambda time_courses, bundled: job.memory(True, True),
                         summary=None, pilot=None, order=None, launch_order=None,
                         desc=f"{job.desc} ({what})")
+
+
+def _permuted_range(members: np.ndarray) -> bool:
+    """Whether `members` are a contiguous range of member numbers, not ascending."""
+    if len(members) < 2:
+        return False
+    low, high = int(members.min()), int(members.max())
+    return high - low + 1 == len(members) and not bool(np.all(np.diff(members) > 0))
 
 
 def _merge(outcome: EnsembleOutcome, again: EnsembleOutcome, paused: np.ndarray,

@@ -378,7 +378,7 @@ class OdeProgram(Program):
             outcome, second = passes.run_in_passes(
                 job, scheduler, profiler, budget, rerun, host,
                 limits.bound_hint(o), lambda steps: batch_runner(launch(steps)),
-                later_run if later is not None else None)
+                later_run if later is not None else None, counts)
         finally:
             for table_copies in resident:
                 table_copies.free()
