@@ -111,7 +111,7 @@ def test_members_split_over_threads_score_as_one_call(monkeypatch):
     prepared = objective(_yaml("Blasi_CellSystems2016"), device="cpu")
     sets = sampled_sets(prepared.problem, 40, 3)
     one = prepared.evaluate(sets)
-    monkeypatch.setattr(reduction, "HOST_CHUNK", 3)  # 40 members: 14 chunks
+    monkeypatch.setattr(reduction, "HOST_CHUNK", 3)  # 40 members on 4 threads: 4 of 10
     calls = []
     serial = reduction.ObjectiveReduction.on_host
 
@@ -125,3 +125,27 @@ def test_members_split_over_threads_score_as_one_call(monkeypatch):
     assert calls[0] == (40, 4) and [m for m, t in calls[1:]] == [10, 10, 10, 10]
     np.testing.assert_array_equal(split.nll, one.nll)
     np.testing.assert_array_equal(split.chi2, one.chi2)
+
+
+def test_a_formula_the_kernel_cannot_print_leaves_the_rows_to_numpy(monkeypatch):
+    """Where the objective kernel's printer gives up on a formula (CodegenError), numpy
+    scores the rows at t = inf, as it did before, and keeps their values."""
+    from sbmlgpu.codegen.printer import CodegenError
+    from sbmlgpu.petab import objective, reduction
+    from sbmlgpu.petab.values import sampled_sets
+
+    build = reduction.ObjectiveRows.build.__func__
+
+    def refuse(cls, *args, steady=False, **kwargs):
+        if steady:
+            raise CodegenError("a function the test's printer does not know")
+        return build(cls, *args, steady=steady, **kwargs)
+
+    monkeypatch.setattr(reduction.ObjectiveRows, "build", classmethod(refuse))
+    yaml = _yaml("Blasi_CellSystems2016")
+    prepared = objective(yaml, device="cpu")
+    sets = sampled_sets(prepared.problem, 20, 5)
+    first, second = prepared.evaluate(sets), prepared.evaluate(sets)
+    assert len(first.rows) == len(second.rows) == 252
+    assert np.isfinite(first.simulation[:, first.status == 0]).all()
+    np.testing.assert_array_equal(first.nll, second.nll)

@@ -27,6 +27,7 @@ columns constants, as a one-off run should.
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Mapping
 
 import numpy as np
@@ -63,7 +64,9 @@ class PreparedObjective:
         self.parameter_ids = [q.id for q in p.parameters if q.estimate]
         self.method: str | None = None  # the kept method (keep_kernel), once chosen
         self._rows: dict[tuple[str, ...], ObjectiveRows] = {}
-        self._steady_rows: dict[tuple[str, ...], ObjectiveRows] = {}  # the rows at t = inf
+        # the rows at t = inf (None: not printable), and their host build's thread
+        self._steady_rows: dict[tuple[str, ...], ObjectiveRows | None] = {}
+        self._steady_build: threading.Thread | None = None
         meas = p.measurements
         obs = p.problem.observable_df
         ids = meas["observableId"].to_numpy()
@@ -117,6 +120,8 @@ class PreparedObjective:
         # (no time courses come back); one member keeps its simulation table
         reduction = (lambda outputs: self._rows_for(outputs).for_sets(sets, n)) \
             if n > 1 and self.backend == "ode" else None
+        if reduction is not None and bool(np.any(self.runs.row_time_index < 0)):
+            self._start_steady_build()  # (g++ while the ensembles run)
         simulated = self.simulation.run(self.runs, self.formulas.model_ids, sets, n, reduction)
         # an ensemble whose host scores only rows at t = inf (those at finite times
         # were reduced on the device, or there are none) scores them compiled too
@@ -158,12 +163,10 @@ class PreparedObjective:
         from ..runtime.host import host_cores
 
         steady = simulated.steady
-        ids = tuple(self.formulas.model_ids)
-        if ids not in self._steady_rows:
-            self._steady_rows[ids] = ObjectiveRows.build(
-                self.formulas, self.runs, [q.id for q in self.problem.parameters], ids,
-                steady=True)
-        reduction = self._steady_rows[ids].for_sets(sets, n)
+        rows = self._steady_rows_for()
+        if rows is None:
+            return None
+        reduction = rows.for_sets(sets, n)
         try:
             reduction.build_host("double")
         except (DeviceError, OSError):
@@ -176,6 +179,43 @@ class PreparedObjective:
         runs = len(steady.runs)
         return (scored[NLL].reshape(runs, n).sum(axis=0),
                 scored[CHI2].reshape(runs, n).sum(axis=0))
+
+    def _steady_rows_for(self) -> ObjectiveRows | None:
+        """The row tables of the rows at t = inf (their outputs: the formulas' model
+        ids), or None where the kernel's printer cannot print a formula (numpy, whose
+        lambdify may, scores them then)."""
+        from ..codegen.printer import CodegenError
+
+        ids = tuple(self.formulas.model_ids)
+        if ids not in self._steady_rows:
+            try:
+                self._steady_rows[ids] = ObjectiveRows.build(
+                    self.formulas, self.runs, [q.id for q in self.problem.parameters], ids,
+                    steady=True)
+            except CodegenError:
+                self._steady_rows[ids] = None  # (not tried again by later calls)
+        return self._steady_rows[ids]
+
+    def _start_steady_build(self) -> None:
+        """The host build that scores the rows at t = inf, started in a thread on the
+        first call (seconds of g++ where the disk cache has none), so that it runs
+        beside the ensembles; _steady_compiled then waits for it (host_library's lock)
+        or finds it made. A build that fails stays failed (host_library keeps it), and
+        numpy scores those rows."""
+        if self._steady_build is not None:
+            return
+        rows = self._steady_rows_for()
+
+        def build() -> None:
+            try:
+                rows.host_library("double")
+            except Exception:  # noqa: BLE001 - kept by host_library; numpy scores them
+                pass
+
+        self._steady_build = threading.Thread(target=build, daemon=True,
+                                              name="sbmlgpu-petab-steady-build")
+        if rows is not None:
+            self._steady_build.start()
 
     def _rows_for(self, outputs: tuple[str, ...]) -> ObjectiveRows:
         if outputs not in self._rows:

@@ -14,8 +14,8 @@ ode backend's host pass integrates, and the rows at t = inf (steady states, foun
 the host) from row tables of their own (`ObjectiveRows.build(..., steady=True)`);
 tests compare it with the numpy computation (likelihood.summed_terms).
 
-The tables the kernel reads (all per measurement row at a finite time, rows
-grouped by run): run_rows (CSR offsets per run), the output-time index, the
+The tables the kernel reads (all per measurement row at a finite time, or with
+`steady` at t = inf, rows grouped by run): run_rows (CSR offsets per run), the output-time index, the
 observable, the measurement, the time; the placeholder slots (a number or a
 parameterId's per-set value); q, the per-set values of every parameterId the
 formulas or slots name, (n_q, n_sets) row-major (the only table that changes
@@ -47,8 +47,6 @@ _LOCK = threading.Lock()
 HOST_CHUNK = 4096
 #: the host builds' (g++ runs seconds: not under _LOCK, which every device launch takes)
 _HOST_LOCK = threading.Lock()
-#: members at least per thread of a threaded on_host (fewer: not worth a thread)
-HOST_CHUNK = 4096
 
 
 @dataclass
@@ -86,7 +84,7 @@ class ObjectiveRows:
         of every set); `outputs`: the time-course task's outputs (the columns of the
         device buffer), which hold every model id the formulas use. `steady`: the rows
         at t = inf instead, each reading output time 0 of a one-time "course" (its
-        run's steady state: `score_steady_states`)."""
+        run's steady state: PreparedObjective._steady_compiled)."""
         problem = formulas.problem
         meas = problem.measurements
         known = set(parameter_ids)
@@ -159,7 +157,8 @@ class ObjectiveRows:
 
     def host_library(self, precision: str):
         """The kernel text's host build (its SBMLGPU_HOST_ENTRY), loaded: it scores the
-        members a GPU run integrates on the host's cores (ObjectiveReduction.on_host)."""
+        members a GPU run integrates on the host's cores, and the rows at t = inf
+        (ObjectiveReduction.on_host)."""
         from ..errors import DeviceError
         from ..runtime.host import load
 
@@ -275,8 +274,9 @@ class ObjectiveReduction:
 
     def on_host(self, data: np.ndarray, status: np.ndarray, members: np.ndarray,
                 threads: int = 1) -> dict[str, np.ndarray]:
-        """Score members a GPU run integrated on the host's cores (the ode backend's
-        host pass, whose time courses never reach the device): `data` (m, times,
+        """Score members on the host: those a GPU run integrated on the host's cores
+        (the ode backend's host pass, whose time courses never reach the device), or
+        the runs' steady states for the rows at t = inf: `data` (m, times,
         outputs) of the kernel's dtype, `status` (m,), `members` (m,) their member
         numbers; {NLL: (m,), CHI2: (m,)} as `launch` returns them, from the same
         kernel text built for the host. `threads` > 1: the members split over that
@@ -295,7 +295,6 @@ class ObjectiveReduction:
                     for name in self.names}
         precision = "double" if data.dtype == np.float64 else "float"
         library = self.rows.host_library(precision)
-        m = len(members)
         # the trajectory sink's layout: out[(k * n_outputs + c) * m + i]
         out = np.ascontiguousarray(np.moveaxis(data, 0, -1))
         status = np.ascontiguousarray(status, np.int8)

@@ -11,7 +11,9 @@
   (sbmlgpu.ode.sinks.TrajectorySink). Member m (members[i], or first_member + i) is
   run m / n_sets (a pair of preequilibration and simulation condition) with
   parameter set m % n_sets. The thread sums, over the measurement rows of its run
-  (rows run_rows[run] .. run_rows[run + 1] - 1, those at a finite time), the terms
+  (rows run_rows[run] .. run_rows[run + 1] - 1, those at a finite time; or, in
+  the host build that scores the rows at t = inf, those rows, each reading time
+  index 0 of its run's steady state), the terms
   of sbmlgpu.petab.likelihood.terms: the observable and its noise sigma (the
   problem's formulas, one function per observable below), on the
   observableTransformation's scale, normal or laplace. It writes nll[i] and chi2[i]
