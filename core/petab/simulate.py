@@ -287,7 +287,11 @@ class Simulation:
         # the overrides also set p (species that are not states): before planning
         cond.apply_to_state(pre_conditions, x_pre, p_pre)
         cond.apply_to_state(sims, x0, p)
-        self._plan((p, p_pre), ids, steady=bool(pre_runs) or bool(np.any(runs.row_time_index < 0)))
+        # the time courses report the model ids the formulas read only where rows at
+        # finite times read them: a steady state's values are computed from its states
+        # (ev.values), so a problem of rows at t = inf alone downloads the states only
+        self._plan((p, p_pre), ids if bool(np.any(runs.row_time_index >= 0)) else [],
+                   steady=bool(pre_runs) or bool(np.any(runs.row_time_index < 0)))
         if pre_runs:
             x_ss, codes, notes = self.steady_state(p_pre, x_pre)
             for k in pre_runs:
