@@ -86,3 +86,26 @@ def test_a_prepared_objective_repeats_on_the_gpu(name, gpu_device):
     both = ok[:200] & (cpu.status == int(Status.ok))
     assert both.sum() > 150
     np.testing.assert_allclose(again.nll[:200][both], cpu.nll[both], rtol=1e-4)
+
+
+def test_rows_at_t_inf_of_an_ensemble_on_the_gpu(gpu_device, monkeypatch):
+    """Blasi (252 rows, all at t = inf): the steady states come from the GPU and the
+    objective kernel's host build scores them; the CPU path with numpy's scoring
+    (as where no compiler is found) gives the same objective to the integrators'
+    tolerance."""
+    from sbmlgpu.petab import objective, reduction
+
+    path = _yaml("Blasi_CellSystems2016")
+    options = {"method": "rodas4"}
+    gpu = objective(path, device=[gpu_device.index], options=options).sampled(2_000, seed=3)
+    assert len(gpu.rows) == 0  # scored compiled: no values held
+
+    def no_build(self, precision):
+        raise OSError("numpy scores them (the test's)")
+
+    monkeypatch.setattr(reduction.ObjectiveRows, "host_library", no_build)
+    cpu = objective(path, device="cpu", options=options).evaluate(gpu.sets)
+    assert len(cpu.rows) == 252
+    both = (gpu.status == int(Status.ok)) & (cpu.status == int(Status.ok))
+    assert both.sum() > 1_500
+    np.testing.assert_allclose(gpu.nll[both], cpu.nll[both], rtol=1e-4)
