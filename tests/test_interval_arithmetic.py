@@ -220,7 +220,7 @@ def test_round_to_nearest_bounds_are_caught_by_the_same_check():
 def test_a_header_that_forgets_to_step_down_is_caught():
     """Break the host's round-down (never step to the lower neighbour): the exact
     check must report it."""
-    step = "return (err < 0 || err == SBMLGPU_INEXACT) ? nextafter(r, -HUGE_VAL) : r;"
+    step = "return (err < 0 || err == SBMLGPU_INEXACT) ? sbmlgpu_next_down(r) : r;"
     text = ops.source()
     assert step in text
     library = ops.host_library(text.replace(step, "return r;"))
@@ -228,6 +228,29 @@ def test_a_header_that_forgets_to_step_down_is_caught():
     down = ops.run_host("sbmlgpu_mul_rd", rows, library)
     up = ops.run_host("sbmlgpu_mul_ru", rows, library)
     assert len(violations("mul", rows, down[:, 0], up[:, 0], np.zeros(len(rows), bool))) > 100
+
+
+def test_the_inline_neighbours_are_nextafter():
+    """sbmlgpu_next_up / _down (bit patterns, in place of libm's nextafter call) at
+    zeros of both signs, subnormals, the largest doubles, infinities, NaN and random
+    values of every magnitude."""
+    tiny = 5e-324
+    special = [0.0, -0.0, tiny, -tiny, 2 * tiny, -2 * tiny, 2.2250738585072014e-308,
+               -2.2250738585072014e-308, 1.0, -1.0, 1.7976931348623157e308,
+               -1.7976931348623157e308, INF, -INF, float("nan")]
+    rng = np.random.default_rng(11)
+    values = np.concatenate([special, rng.choice([-1, 1], 3000) *
+                             10.0 ** rng.uniform(-323, 308, 3000)])
+    rows = ops.arguments(values, values)
+    up = ops.run_host("sbmlgpu_next_up", rows)[:, 0]
+    down = ops.run_host("sbmlgpu_next_down", rows)[:, 0]
+    for v, u, d in zip(values, up, down):
+        want_u, want_d = math.nextafter(v, INF), math.nextafter(v, -INF)
+        if math.isnan(v):
+            assert math.isnan(u) and math.isnan(d)
+            continue
+        assert (u, math.copysign(1, u)) == (want_u, math.copysign(1, want_u)), (v, u, want_u)
+        assert (d, math.copysign(1, d)) == (want_d, math.copysign(1, want_d)), (v, d, want_d)
 
 
 @needs_flint

@@ -62,7 +62,8 @@ _INTERVAL = [
     "iv_max(x, y)", "iv_hull(x, y)", "iv_intersect(x, y)", "iv_scale(x, c)", "iv_point(a)",
     "iv_make(a, b)", "iv_entire()", "iv_empty()", "sbmlgpu_iv_pi()",
 ]
-_NUMBER = ["iv_mid(x)", "iv_rad(x)", "iv_width(x)"]
+_NUMBER = ["iv_mid(x)", "iv_rad(x)", "iv_width(x)", "sbmlgpu_next_up(a)",
+           "sbmlgpu_next_down(a)"]
 _PREDICATE = ["iv_contains(x, c)", "iv_subset(x, y)", "iv_disjoint(x, y)", "iv_is_finite(x)",
               "iv_is_empty(x)"]
 
