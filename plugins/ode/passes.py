@@ -211,7 +211,7 @@ def run_in_passes(job: EnsembleJob, scheduler, profiler, budget: StepBudget,
     if distributed and world is not None:
         # every rank runs the second pass, in the root's order (only it holds the data)
         paused = world.comm.bcast(paused, root=0)
-    report.rerun = np.sort(paused)
+    report.rerun = np.sort(paused) if outcome.root else paused  # (the root reports)
     if not len(paused):
         return outcome, report
     started = time.perf_counter()
