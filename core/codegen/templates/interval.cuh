@@ -256,14 +256,20 @@ SBMLGPU_HD double sbmlgpu_bound_mul_ru(double a, double b)
     return (a == 0.0 || b == 0.0) ? 0.0 : sbmlgpu_hi_bound(sbmlgpu_mul_ru(a, b));
 }
 
-/* By the signs of the factors (Moore's nine cases): two directed products where
-   the min and max of all four would take eight, and four where both straddle 0.
-   Directed rounding is monotone, so each bound is the one the four products would
-   give (the host engine spent 36 % of its time here with all eight). A bound that
-   is NaN fails every comparison and takes the last case, which is the hull. */
+/* On the host, by the signs of the factors (Moore's nine cases): two directed
+   products where the min and max of all four would take eight, and four where both
+   straddle 0. Directed rounding is monotone, so each bound is the one the four
+   products would give (the host engine spent 36 % of its time here with all eight,
+   each a software-emulated directed product). A bound that is NaN fails every
+   comparison and takes the last case, which is the hull.
+   On the GPU a directed product is one instruction and the branches diverge across a
+   warp: the eight products without branches measured faster there (H200, the same
+   run: SEIR-3P's search 3.40 s against 4.79 s with the cases, SEIR-2P 0.60 against
+   0.80 s; docs/benchmarks.md), so the device skips the cases. */
 SBMLGPU_HD ival iv_mul(ival x, ival y)
 {
     const double a = x.lo, b = x.hi, c = y.lo, d = y.hi;
+#ifndef __CUDA_ARCH__
     if (a >= 0.0) {
         if (c >= 0.0) return iv_make(sbmlgpu_bound_mul_rd(a, c), sbmlgpu_bound_mul_ru(b, d));
         if (d <= 0.0) return iv_make(sbmlgpu_bound_mul_rd(b, c), sbmlgpu_bound_mul_ru(a, d));
@@ -278,6 +284,7 @@ SBMLGPU_HD ival iv_mul(ival x, ival y)
         if (c >= 0.0) return iv_make(sbmlgpu_bound_mul_rd(a, d), sbmlgpu_bound_mul_ru(b, d));
         if (d <= 0.0) return iv_make(sbmlgpu_bound_mul_rd(b, c), sbmlgpu_bound_mul_ru(a, c));
     }
+#endif
     double lo = sbmlgpu_min2(sbmlgpu_min2(sbmlgpu_bound_mul_rd(a, c), sbmlgpu_bound_mul_rd(a, d)),
                              sbmlgpu_min2(sbmlgpu_bound_mul_rd(b, c), sbmlgpu_bound_mul_rd(b, d)));
     double hi = sbmlgpu_max2(sbmlgpu_max2(sbmlgpu_bound_mul_ru(a, c), sbmlgpu_bound_mul_ru(a, d)),
