@@ -27,7 +27,9 @@ Per problem of ../shared/models/petab-benchmark (or --root; --models picks some)
 - the speedups: sets/s of our first call and of our best repeated call over
   libRoadRunner's.
 JSON to DIR/petab_objective.json (DIR: --out, else $OUT, else .), rewritten after
-every problem; a table is printed. Without a GPU (or with --cpu) ours runs the ode
+every problem: the rows of problems an earlier run wrote there and this one does not
+measure are kept (each row has its own command and date), so one process per problem
+into one folder loses nothing; a table is printed. Without a GPU (or with --cpu) ours runs the ode
 backend's CPU path. benchmarks/ode_petab.py's objective stage calls `measure`.
 Without the roadrunner package its figures are "not available".
 """
@@ -383,7 +385,25 @@ def _in_child(folder: Path, args) -> dict:
             return {"error": f"the child exited with status {child.returncode}",
                     "log_tail": log[-2000:]}
         rows = json.loads(written.read_text())["problems"]
-        return {k: v for k, v in rows[0].items() if k != "problem"}
+        return {k: v for k, v in rows[0].items() if k not in ("problem", "command", "date")}
+
+
+def _earlier_rows(path: Path, measured: set[str]) -> list[dict]:
+    """The rows an earlier run wrote to `path` of problems this run does not measure
+    (each with that run's command and date where its row lacks them); none where the
+    file is missing or not this benchmark's JSON."""
+    try:
+        earlier = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []
+    if not isinstance(earlier, dict) or earlier.get("benchmark") != "petab_objective":
+        return []
+    kept = []
+    for row in earlier.get("problems", []):
+        if isinstance(row, dict) and row.get("problem") not in measured:
+            kept.append({key: earlier.get(key) for key in ("command", "date", "device", "n")}
+                        | row)
+    return kept
 
 
 def _fmt(v, f) -> str:
@@ -421,16 +441,21 @@ def main(argv=None) -> int:
         parser.error(str(exc))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    report = {"benchmark": "petab_objective", "date": datetime.now(timezone.utc).isoformat(),
+    command = " ".join([sys.argv[0], *(argv if argv is not None else sys.argv[1:])])
+    started = datetime.now(timezone.utc).isoformat()
+    report = {"benchmark": "petab_objective", "date": started,
               "device": devices[0].properties.name if devices else "cpu", "n": args.n,
-              "cores": args.cores, "rtol": RTOL, "atol": ATOL,
-              "command": " ".join([sys.argv[0], *(argv if argv is not None else sys.argv[1:])]),
+              "cores": args.cores, "rtol": RTOL, "atol": ATOL, "command": command,
               "problems": []}
+    earlier = _earlier_rows(out / "petab_objective.json", {f.name for f in folders})
+    if earlier:
+        print(f"kept {len(earlier)} row(s) of earlier runs in {out / 'petab_objective.json'}")
     print(f"{'problem':<38}{'runs':>5}{'first s':>9}{'again s':>9}{'sets/s':>11}"
           f"{'RR sets/s':>11}{'×first':>8}{'×again':>8}{'RR diff':>9}")
     for folder in folders:
         yamls = sorted(folder.glob(f"{folder.name}.yaml")) or sorted(folder.glob("*.yaml"))
-        row: dict = {"problem": folder.name}
+        row: dict = {"problem": folder.name, "command": command, "date": started,
+                     "device": report["device"], "n": args.n}
         if args.problem_budget > 0:
             row.update(_in_child(folder, args))
         else:
@@ -441,7 +466,8 @@ def main(argv=None) -> int:
             except Exception as exc:  # noqa: BLE001 - the row says what failed
                 row["error"] = f"{type(exc).__name__}: {exc}"
         report["problems"].append(row)
-        (out / "petab_objective.json").write_text(json.dumps(report, indent=1, default=str))
+        report_out = {**report, "problems": earlier + report["problems"]}
+        (out / "petab_objective.json").write_text(json.dumps(report_out, indent=1, default=str))
         rr = row.get("roadrunner", {})
         if "error" in row:
             print(f"{folder.name:<38} {row['error'][:200]}", flush=True)

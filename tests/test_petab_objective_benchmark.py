@@ -89,3 +89,25 @@ def test_the_profile_script_names_each_ensemble_and_the_host_time(tmp_path):
     assert [e["members"] for e in ensembles] == [16, 8 * 16]
     assert all(e["wall"] > 0 and "program.run" in e["spans"] for e in ensembles)
     assert any(line.startswith("  outside execute: ") for line in lines)
+
+
+def test_rows_of_other_problems_written_earlier_to_the_folder_are_kept(tmp_path):
+    """One process per problem into one --out folder (docs/benchmarks.md's method):
+    each run keeps the others' rows and replaces only its own problem's."""
+    if not FOUND:
+        pytest.skip(f"no {ROOT / PROBLEM}")
+    earlier = {"benchmark": "petab_objective", "command": "earlier command", "date": "d0",
+               "n": 7, "problems": [{"problem": "Other_Problem", "sets_per_s": 1.0},
+                                    {"problem": PROBLEM, "sets_per_s": 2.0}]}
+    (tmp_path / "petab_objective.json").write_text(json.dumps(earlier))
+    done = subprocess.run([sys.executable, str(SCRIPT), "--root", str(ROOT), "--models",
+                           PROBLEM, "--n", "24", "--cpu", "--cores", "0", "--out", str(tmp_path),
+                           "--problem-budget", "0.5"], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = json.loads((tmp_path / "petab_objective.json").read_text())["problems"]
+    assert [r["problem"] for r in rows] == ["Other_Problem", PROBLEM]
+    assert rows[0]["sets_per_s"] == 1.0 and rows[0]["command"] == "earlier command"
+    assert rows[0]["n"] == 7
+    assert "sets_per_s" not in rows[1] and rows[1]["n"] == 24
+    assert "--problem-budget 0.5" in rows[1]["command"]
