@@ -116,6 +116,20 @@ class HostPassResult:
     #: a run reduced per member (HostSecondPass.reduce): {name: (m,)}, and `data` is
     #: then (m, times, 0), as the device's batches return theirs
     reduced: dict = field(default_factory=dict)
+    #: retries run on speculation (Retry): (begun, used as the member's result)
+    speculated: tuple[int, int] = (0, 0)
+
+
+@dataclass
+class _Speculation:
+    """A retry run on speculation (Retry): its stop request and time course, its
+    (status, steps, start, end) once it ended unstopped, and whether the member's first
+    attempt has ended needing it."""
+
+    stop: np.ndarray  # int32 (1,): HostKernel.run's stop request
+    data: np.ndarray  # (times, outputs)
+    result: tuple | None = None
+    wanted: bool = False
 
 
 @dataclass(frozen=True)
@@ -125,7 +139,17 @@ class Retry:
     soon as its first attempt ends: the retries of hard members overlap the other
     members' first attempts instead of waiting for the slowest of them (Elowitz_Nature2000,
     10^4 members on an H200: 107 members with bdf 2.29 s, then 34 of them with rodas4
-    3.64 s, where one member's retry alone took 3.66 s)."""
+    3.64 s, where one member's retry alone took 3.66 s).
+
+    Retries on speculation: once every first attempt has been taken, a thread that
+    would idle runs the retry of the member whose first attempt has run longest, beside
+    it. Where that attempt then fails, the retry has started early (the member costs
+    the longer of the two runs, not their sum); where it finishes the member, the retry
+    is stopped (HostKernel.run's `stop`) and dropped. Each member's result is still the
+    rule's (bdf's where bdf finishes it, else rodas4's), bit for bit: only the time of
+    the pass changes (Crauste_CellSystems2017, 10^5 sets on an H200: its host pass,
+    0.15 s, waited for one member whose bdf attempt gives up after 75,844 steps and whose
+    rodas4 retry takes 77,971; on the development machine 0.063 s and 0.072 s alone)."""
 
     host: "HostSecondPass"
     final: tuple[int, ...]
@@ -231,7 +255,9 @@ class HostSecondPass:
         `retry.final` runs again with `retry.host`'s kernel, at once where that build
         is done, else when it is (its thread goes on with the next member meanwhile,
         rather than wait for g++); not where that build failed (the caller then has
-        the member). None when this pass's build failed."""
+        the member). With a retry, a thread that finds nothing left to take runs the
+        retry of the member whose first attempt has run longest on speculation (the
+        class doc). None when this pass's build failed."""
         kernel = self.kernel()
         if kernel is None:
             return None
@@ -246,32 +272,97 @@ class HostSecondPass:
         first = iter(range(m))  # the members' first attempts, in order
         waiting: list[int] = []  # retries waiting for retry.host's build
         ran_out = [False]  # every first attempt taken
+        began = np.full(m, np.inf)  # each first attempt's start (running: not ended)
+        ended = np.full(m, np.nan)  # ... and end
+        guesses: dict[int, _Speculation] = {}  # retries run on speculation, by position
+        speculated = [0, 0]  # retries run on speculation: begun, used
 
-        def next_task() -> tuple[bool, int] | None:
-            """(is a retry, position), or None when nothing is left to take."""
+        def next_task() -> tuple[str, int] | None:
+            """(what, position): what is "first", "retry" or "guess" (a retry on
+            speculation); None when nothing is left to take."""
             with lock:
                 if waiting and (ran_out[0] or retry.host.built):
-                    return True, waiting.pop(0)
+                    return "retry", waiting.pop(0)
                 position = next(first, None)
                 if position is not None:
-                    return False, position
+                    began[position] = time.perf_counter()
+                    return "first", position
                 ran_out[0] = True
-                return (True, waiting.pop(0)) if waiting else None
+                if waiting:
+                    return "retry", waiting.pop(0)
+                if retry is None or not retry.host.built:
+                    return None
+                # the first attempt running longest (likeliest to be a hard member)
+                running = [p for p in np.flatnonzero(np.isfinite(began) & np.isnan(ended))
+                           if int(p) not in guesses]
+                if not running:
+                    return None
+                position = int(min(running, key=lambda p: began[p]))
+                guesses[position] = _Speculation(np.zeros(1, np.int32),
+                                                 np.empty_like(data[position]))
+                speculated[0] += 1
+                return "guess", position
 
-        def attempt(position: int) -> None:
-            started = time.perf_counter()
-            s, k = self._member(kernel, int(members[position]), data[position])
-            seconds[position] = time.perf_counter() - started
-            status[position], steps[position] = s, k
-            if retry is not None and s not in retry.final:
-                if not retry.host.built:
-                    with lock:
-                        waiting.append(position)
-                    return
-                again(position)
-                return
+        def finish(position: int) -> None:
             if done is not None:
                 done(1)
+
+        def attempt(position: int) -> None:
+            s, k = self._member(kernel, int(members[position]), data[position])
+            now = time.perf_counter()
+            with lock:
+                ended[position] = now
+                seconds[position] = now - began[position]
+                status[position], steps[position] = s, k  # a retry may replace them
+                guess = guesses.get(position)
+                if retry is None or s in retry.final:
+                    if guess is not None:
+                        guess.stop[0] = 1  # not needed: bdf finished the member
+                elif guess is not None:
+                    # the retry runs already: its thread delivers it, or has
+                    guess.wanted = True
+                    if guess.result is not None:
+                        deliver(position, guess)
+                    return
+                elif not retry.host.built:
+                    waiting.append(position)
+                    return
+            if retry is None or s in retry.final:
+                finish(position)
+                return
+            again(position)
+
+        def deliver(position: int, guess: "_Speculation") -> None:
+            """A retry run on speculation is the member's result (under the lock)."""
+            s, k, start, end = guess.result
+            data[position] = guess.data
+            status[position], steps[position] = s, k
+            seconds[position] = max(end, ended[position]) - began[position]
+            retried[position] = True
+            span[:] = min(span[0], start), max(span[1], end)
+            speculated[1] += 1
+            finish(position)
+
+        def guess_retry(position: int) -> None:
+            guess = guesses[position]
+            kernel_again = retry.host.kernel()  # built (next_task): no wait
+            if kernel_again is None:
+                with lock:  # no retry on the host: the first attempt's end decides
+                    del guesses[position]
+                    if not guess.wanted:
+                        return
+                finish(position)  # (as `again` where the build failed)
+                return
+            start = time.perf_counter()
+            s, k = retry.host._member(kernel_again, int(members[position]), guess.data,
+                                      stop=guess.stop)
+            end = time.perf_counter()
+            with lock:
+                if guess.stop[0]:
+                    return  # bdf finished the member: this run was stopped, not used
+                guess.result = (s, k, start, end)
+                if guess.wanted:
+                    deliver(position, guess)
 
         def again(position: int) -> None:
             kernel_again = retry.host.kernel()  # waits only where nothing else is left
@@ -279,16 +370,17 @@ class HostSecondPass:
                 begun = time.perf_counter()
                 s, k = retry.host._member(kernel_again, int(members[position]),
                                           data[position])
-                ended = time.perf_counter()
-                seconds[position] += ended - begun
-                status[position], steps[position] = s, k
-                retried[position] = True
+                end = time.perf_counter()
                 with lock:
-                    span[:] = min(span[0], begun), max(span[1], ended)
+                    seconds[position] += end - begun
+                    status[position], steps[position] = s, k
+                    retried[position] = True
+                    span[:] = min(span[0], begun), max(span[1], end)
             if done is not None:
                 done(1)
 
         errors: list[BaseException] = []
+        tasks = {"first": attempt, "retry": again, "guess": guess_retry}
 
         def worker() -> None:
             try:
@@ -296,11 +388,16 @@ class HostSecondPass:
                     task = next_task()
                     if task is None:
                         return
-                    (again if task[0] else attempt)(task[1])
+                    tasks[task[0]](task[1])
             except BaseException as exc:  # noqa: BLE001 - the run's, raised below
                 errors.append(exc)
+                with lock:  # the retries run on speculation end too
+                    for guess in guesses.values():
+                        guess.stop[0] = 1
 
-        threads = min(self.cores, m)
+        # with retries, up to twice the members: a thread per member's first attempt
+        # and one for its retry on speculation
+        threads = min(self.cores, m * (2 if retry is not None else 1))
         workers = [threading.Thread(target=worker, daemon=True,
                                     name=f"sbmlgpu-ode-host-pass-{i}") for i in range(threads)]
         for thread in workers:
@@ -314,19 +411,22 @@ class HostSecondPass:
             reduced = self.reduce.on_host(data, status, members)
             data = data[:, :, :0]
         return HostPassResult(status, steps, data, seconds, threads, retried,
-                              max(span[1] - span[0], 0.0), reduced)
+                              max(span[1] - span[0], 0.0), reduced,
+                              speculated=tuple(speculated))
 
     @cached_property
     def _settings(self) -> dict:
         """A member's call's settings: the full budget, one member (_member)."""
         return {**self.config.as_dict(), "n": 1}
 
-    def _member(self, kernel, member: int, into: np.ndarray) -> tuple[int, int]:
+    def _member(self, kernel, member: int, into: np.ndarray,
+                stop: np.ndarray | None = None) -> tuple[int, int]:
         """One member with the full budget on `kernel` (this pass's host build), its
-        time course written `into` (times, outputs); its (status, steps)."""
+        time course written `into` (times, outputs); its (status, steps). `stop`:
+        HostKernel.run's stop request."""
         out, s, k = kernel.run(self.table[:, member:member + 1], self.times,
                                self.n_outputs, self._settings,
-                               np.array([member], np.uint64), LAUNCH_ORDER)
+                               np.array([member], np.uint64), LAUNCH_ORDER, stop=stop)
         into[...] = out[:, :, 0]
         return int(s[0]), int(k[0])
 

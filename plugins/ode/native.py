@@ -61,6 +61,10 @@ class HostKernel:
         if self._refill is not None:
             self._refill.argtypes = argtypes + [pointer, ctypes.c_longlong]
             self._refill.restype = ctypes.c_int
+        # a member call's stop request (limits.cuh's ode_host_stop), per calling thread
+        self._stop_on = self._lib.sbmlgpu_ode_host_stop_on
+        self._stop_on.argtypes = [pointer]
+        self._stop_on.restype = None
         size = self._lib.sbmlgpu_ode_host_real_size()
         if size != np.dtype(self.dtype).itemsize:
             raise DeviceError(f"{source.name}: real_t has {size} bytes on the host build, "
@@ -68,14 +72,18 @@ class HostKernel:
 
     def run(self, table: np.ndarray, times: np.ndarray, n_outputs: int, config: dict,
             members: np.ndarray | None = None, first_member: int = 0,
-            history: np.ndarray | None = None, lanes: int = 0):
+            history: np.ndarray | None = None, lanes: int = 0,
+            stop: np.ndarray | None = None):
         """table: (varied, n) parameter columns. Returns (out (times, outputs, n),
         status (n,) int8, steps (n,) int32). `history`: a delay() kernel's ring for
         the n members (source.history_buffer_reals(n) reals of the real type, laid
         out as templates/delay.cuh says; default: a new one), which the caller may
         read afterwards. `lanes` > 0: the GPU refill kernel's schedule instead, that
         many lanes taking members from a queue a step per turn on one thread (the
-        results must be the same; for tests of the lanes without a GPU)."""
+        results must be the same; for tests of the lanes without a GPU). `stop`: an
+        int32 array of one element that another thread may set nonzero to stop the
+        run's members (status time_limit, checked every few steps); for a run of one
+        member, whose call stays on the calling thread."""
         table = np.ascontiguousarray(table, dtype=self.dtype)
         n = table.shape[1] if table.ndim == 2 and table.shape[0] else int(config["n"])
         times = np.ascontiguousarray(times, dtype=self.dtype)
@@ -106,7 +114,11 @@ class HostKernel:
             if int(lanes) < 1:
                 raise ValueError(f"lanes must be at least 1, not {lanes}")
             run, queue = self._refill, (_ptr(next_member := np.zeros(1, np.uint64)), int(lanes))
-        if n:
+        if stop is not None:
+            if stop.dtype != np.int32 or stop.size != 1 or n != 1 or lanes:
+                raise ValueError("stop is an int32 array of one element, for one member")
+            self._stop_on(_ptr(stop))
+        try:
             failed = run(n, _ptr(table) if table.size else None, _ptr(launch_times), len(times),
                          _ptr(out), _ptr(status), _ptr(steps), config["rtol"], config["atol"],
                          config["h0"], config["max_step"], config["dt"],
@@ -114,9 +126,12 @@ class HostKernel:
                          None if members is None else _ptr(members), int(first_member),
                          int(config.get("max_interval_steps", 0)),
                          int(config.get("time_limit_ns", 0)),
-                         int(config.get("times_row", -1)), *ring_arg, *queue)
-            if failed:  # only the lanes' schedule can fail: its memory
-                raise DeviceError(f"{self.source.name}: the lanes' memory could not be had")
+                         int(config.get("times_row", -1)), *ring_arg, *queue) if n else 0
+        finally:
+            if stop is not None:
+                self._stop_on(None)
+        if failed:  # only the lanes' schedule can fail: its memory
+            raise DeviceError(f"{self.source.name}: the lanes' memory could not be had")
         return out, status, steps
 
 

@@ -331,7 +331,9 @@ def _retried_on_host(paused: np.ndarray, retried: RetriedOnHost, budget: StepBud
     report.fallback = np.sort(members)
     report.stages.append({"max_steps": budget.max_steps, "members": int(members.size),
                           "where": "host", "method": later.first,
-                          "seconds": retried.span, "overlaps": later.name})
+                          "seconds": retried.span, "overlaps": later.name,
+                          "on_speculation": {"begun": retried.speculated[0],
+                                             "used": retried.speculated[1]}})
 
 
 def _fallback(again: EnsembleOutcome, paused: np.ndarray, job, scheduler, profiler, budget,
@@ -398,6 +400,8 @@ class RetriedOnHost:
 
     mask: np.ndarray
     span: float
+    #: retries run on speculation (host_pass.Retry): (begun, used as the result)
+    speculated: tuple[int, int] = (0, 0)
 
 
 def _on_host(host, paused: np.ndarray, job: EnsembleJob, note: "LongPassNote",
@@ -406,7 +410,7 @@ def _on_host(host, paused: np.ndarray, job: EnsembleJob, note: "LongPassNote",
     """The second pass on the host's threads (host_pass.py), with `retry`'s members
     run again in their threads; (None, None) where its build failed (the device then
     runs it)."""
-    threads = min(host.cores, len(paused))
+    threads = min(host.cores, len(paused) * (2 if retry is not None else 1))  # (host.run's)
     progress = Progress(len(paused), enabled=job.progress,
                         desc=f"{job.desc} (second pass on {threads} host threads: "
                              f"{len(paused):,} members past {report.pass_steps:,} steps)")
@@ -431,7 +435,7 @@ def _on_host(host, paused: np.ndarray, job: EnsembleJob, note: "LongPassNote",
     report.where, report.threads = "host", result.threads
     report.member_seconds[paused] = result.seconds
     report.measured = np.sort(paused)
-    retried = RetriedOnHost(result.retried, result.retry_span) \
+    retried = RetriedOnHost(result.retried, result.retry_span, result.speculated) \
         if result.retried is not None else None
     return EnsembleOutcome(True, result.status, result.data,
                            extras={"steps": result.steps, **result.reduced}), retried

@@ -258,6 +258,10 @@ extern "C" int {{ sink.entry }}_refill_host({{ kernel_arguments(sink, with_limit
 }
 {% endif %}
 
+/* The calling thread's stop request for the members it integrates next (limits.cuh's
+   ode_host_stop; NULL: none). */
+extern "C" void {{ sink.entry }}_host_stop_on(const volatile int* flag) { ode_host_stop = flag; }
+
 extern "C" int {{ sink.entry }}_host_real_size(void) { return (int)sizeof(real_t); }
 extern "C" int {{ sink.entry }}_host_config_size(void) { return (int)sizeof(ode_config); }
 #endif

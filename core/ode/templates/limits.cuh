@@ -17,12 +17,24 @@
   the host build; the time is checked every ODE_CLOCK_EVERY steps only, as reading it
   costs about as much as a few flops and a member past its limit may run a few steps
   more without harm.
+
+  The host build also stops a member when asked (ode_host_stop, status time_limit,
+  checked as often as the clock): the host's second pass runs a member's rodas4 retry
+  on an idle core while its bdf attempt still runs, and stops the retry where bdf
+  finishes the member after all (plugins/ode/host_pass.py). The pointer is the calling
+  thread's own (set through the entry point's _host_stop_on), so that it concerns one
+  member call in one thread; a kernel on the device has none.
 #}
 #ifndef __CUDACC__
 #include <chrono>
 #endif
 
 #define ODE_CLOCK_EVERY 8 /* steps between two readings of the clock (a power of 2) */
+
+#if !defined(__CUDACC__)
+/* nonzero: stop the member this thread integrates (NULL: nothing asks) */
+static thread_local const volatile int* ode_host_stop = 0;
+#endif
 
 /* The settings with a launch's limits (0: none). */
 SBMLGPU_HD ode_config ode_with_limits(ode_config cfg, long long max_interval_steps,
@@ -93,5 +105,9 @@ SBMLGPU_HD int ode_limits_check(ode_limit_state* L, const ode_config* cfg, int k
     if (cfg->time_limit_ns > 0 && (steps & (ODE_CLOCK_EVERY - 1)) == 0 &&
         ode_past_time_limit(L, cfg))
         return SBMLGPU_STATUS_TIME_LIMIT;
+#if !defined(__CUDACC__)
+    if (ode_host_stop != 0 && (steps & (ODE_CLOCK_EVERY - 1)) == 0 && *ode_host_stop)
+        return SBMLGPU_STATUS_TIME_LIMIT;
+#endif
     return SBMLGPU_STATUS_OK;
 }
