@@ -36,6 +36,16 @@ def _run(out, *extra) -> dict:
     return rows[0]
 
 
+def _stopped_at_half_a_second(out) -> list[dict]:
+    """The rows in `out` after a run of PROBLEM stopped by --problem-budget 0.5."""
+    done = subprocess.run([sys.executable, str(SCRIPT), "--root", str(ROOT), "--models",
+                           PROBLEM, "--n", "24", "--cpu", "--cores", "0", "--out", str(out),
+                           "--problem-budget", "0.5"], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads((out / "petab_objective.json").read_text())["problems"]
+
+
 def test_first_and_repeated_calls_are_measured(tmp_path):
     row = _run(tmp_path, "--cores", "0", "--repeats", "2")
     assert row["sets"] == 24 and row["runs"] == 8
@@ -63,12 +73,7 @@ def test_a_problem_budget_runs_the_problem_in_a_child_and_keeps_its_row(tmp_path
 def test_a_problem_past_its_budget_is_stopped_and_its_row_says_so(tmp_path):
     if not FOUND:
         pytest.skip(f"no {ROOT / PROBLEM}")
-    done = subprocess.run([sys.executable, str(SCRIPT), "--root", str(ROOT), "--models",
-                           PROBLEM, "--n", "24", "--cpu", "--cores", "0", "--out", str(tmp_path),
-                           "--problem-budget", "0.5"], capture_output=True, text=True,
-                          timeout=600)
-    assert done.returncode == 0, done.stdout + done.stderr
-    rows = json.loads((tmp_path / "petab_objective.json").read_text())["problems"]
+    rows = _stopped_at_half_a_second(tmp_path)
     assert rows[0]["problem"] == PROBLEM
     assert rows[0]["error"] == "stopped after 0.5 s (--problem-budget)"
     assert "sets_per_s" not in rows[0]
@@ -100,12 +105,7 @@ def test_rows_of_other_problems_written_earlier_to_the_folder_are_kept(tmp_path)
                "n": 7, "problems": [{"problem": "Other_Problem", "sets_per_s": 1.0},
                                     {"problem": PROBLEM, "sets_per_s": 2.0}]}
     (tmp_path / "petab_objective.json").write_text(json.dumps(earlier))
-    done = subprocess.run([sys.executable, str(SCRIPT), "--root", str(ROOT), "--models",
-                           PROBLEM, "--n", "24", "--cpu", "--cores", "0", "--out", str(tmp_path),
-                           "--problem-budget", "0.5"], capture_output=True, text=True,
-                          timeout=600)
-    assert done.returncode == 0, done.stdout + done.stderr
-    rows = json.loads((tmp_path / "petab_objective.json").read_text())["problems"]
+    rows = _stopped_at_half_a_second(tmp_path)
     assert [r["problem"] for r in rows] == ["Other_Problem", PROBLEM]
     assert rows[0]["sets_per_s"] == 1.0 and rows[0]["command"] == "earlier command"
     assert rows[0]["n"] == 7
