@@ -50,6 +50,8 @@ def test_every_folder_is_a_row_and_a_broken_one_says_why(root, tmp_path):
     # the time outside program.run named, and a second run reported apart
     inside, outside = boehm["gpu_wall_breakdown_s"], boehm["gpu_outside_breakdown_s"]
     assert 0 < inside["program_run"] < inside["execute"]
+    # a GPU run's host passes are named phases (none on the CPU path): not `unnamed`
+    assert inside["second pass on host threads"] == 0 and inside["unnamed"] >= 0
     assert outside["outside"] == pytest.approx(inside["execute"] - inside["program_run"])
     assert outside["prepare the run"] > 0 and outside["time course notes"] > 0
     assert boehm["gpu_repeat"]["trajectories_per_s"] > 0
