@@ -35,7 +35,9 @@ crash the script nor eat the session. Per model:
 - "repeat": the same ensemble run again on the loaded network (the first result
   dropped first), reported apart from the first (`gpu_repeat`, "repeat/s" and
   "×repeat" printed last): a second run, with the method check, kernel and views
-  cached; then the same ensemble with --summary (statistics on the GPU);
+  cached; with --profile-repeat LINES, under cProfile: its top functions and every
+  span kept in the row (`gpu_repeat.cprofile`, `gpu_repeat.spans_s`); then the same
+  ensemble with --summary (statistics on the GPU);
 - libRoadRunner (CVODE) on --cores processes with the same tolerances, over as many
   of the same parameter sets as fit in --time-budget seconds (if `roadrunner`
   imports; "not available" otherwise; --cores 0 skips it);
@@ -52,11 +54,14 @@ ode backend's CPU path.
 from __future__ import annotations
 
 import argparse
+import cProfile
 import csv
+import io
 import json
 import math
 import multiprocessing as mp
 import os
+import pstats
 import re
 import sys
 import time
@@ -346,6 +351,23 @@ def wall_breakdown(profiler, meta: dict, wall: float) -> tuple[dict, dict]:
     return inside, outside
 
 
+def span_totals(profiler) -> dict[str, float]:
+    """Every span of a run by name, its seconds summed (nested spans too)."""
+    totals: dict[str, float] = {}
+    for span in (profiler.spans if profiler else []):
+        totals[span.name] = totals.get(span.name, 0.0) + span.seconds
+    return dict(sorted(totals.items(), key=lambda item: -item[1]))
+
+
+def profile_text(profiler: cProfile.Profile, lines: int) -> str:
+    """The top `lines` functions of a cProfile run, by cumulative and by own time."""
+    text = io.StringIO()
+    stats = pstats.Stats(profiler, stream=text)
+    stats.sort_stats("cumulative").print_stats(lines)
+    stats.sort_stats("tottime").print_stats(lines)
+    return text.getvalue()
+
+
 def run_model(folder: Path, args, device, save) -> dict:
     """Every measurement of one model; `save(row, stage)` after each stage (the
     parent keeps what a model that runs past its budget got done)."""
@@ -442,12 +464,22 @@ def run_model(folder: Path, args, device, save) -> dict:
     # cached), the first result dropped first, as a user's second run would
     save(row, "repeat")
     del outcome, result
+    profiler = cProfile.Profile() if args.profile_repeat > 0 else None
     started = time.perf_counter()
+    if profiler is not None:
+        profiler.enable()
     again = run(sets)
+    if profiler is not None:
+        profiler.disable()
     repeat_wall = time.perf_counter() - started
     inside, outside = wall_breakdown(again.profiler, again.result.metadata, repeat_wall)
     row["gpu_repeat"] = {"wall_s": repeat_wall, "trajectories_per_s": args.n / repeat_wall,
                          "breakdown_s": inside, "outside_breakdown_s": outside}
+    if profiler is not None:
+        # where a repeat's time goes that no phase names (a span covers only what
+        # the backend marks; cProfile sees every Python call, threads' calls excepted)
+        row["gpu_repeat"]["spans_s"] = span_totals(again.profiler)
+        row["gpu_repeat"]["cprofile"] = profile_text(profiler, args.profile_repeat)
     del again
 
     # the same ensemble as statistics computed on the GPU (--summary)
@@ -623,6 +655,10 @@ def main(argv=None) -> int:
     parser.add_argument("--method", default="auto")
     parser.add_argument("--cpu", action="store_true", help="the CPU path even with a GPU")
     parser.add_argument("--out", default=os.environ.get("OUT", "."))
+    parser.add_argument("--profile-repeat", type=int, default=0, metavar="LINES",
+                        help="run the repeat under cProfile and keep its top LINES "
+                             "functions and every span in the row (gpu_repeat.cprofile, "
+                             "gpu_repeat.spans_s) [default: 0, off]")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # the child: one model
     parser.add_argument("--row-out", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

@@ -41,7 +41,7 @@ def _run(root, out, *extra):
 
 
 def test_every_folder_is_a_row_and_a_broken_one_says_why(root, tmp_path):
-    rows = _run(root, tmp_path / "out", "--model-budget", "300")
+    rows = _run(root, tmp_path / "out", "--model-budget", "300", "--profile-repeat", "5")
     boehm = rows["Boehm_JProteomeRes2014"]
     assert boehm["stage"] == "done" and "error" not in boehm
     assert sum(boehm["status_counts"].values()) == 60
@@ -56,6 +56,12 @@ def test_every_folder_is_a_row_and_a_broken_one_says_why(root, tmp_path):
     assert outside["prepare the run"] > 0 and outside["time course notes"] > 0
     assert boehm["gpu_repeat"]["trajectories_per_s"] > 0
     assert set(boehm["gpu_repeat"]["outside_breakdown_s"]) == set(outside)
+    # --profile-repeat: the repeat's spans and its cProfile top functions
+    spans = boehm["gpu_repeat"]["spans_s"]
+    assert spans["program.run"] == pytest.approx(
+        boehm["gpu_repeat"]["breakdown_s"]["program_run"])
+    assert "function calls" in boehm["gpu_repeat"]["cprofile"]
+    assert "execute" in boehm["gpu_repeat"]["cprofile"]
     assert boehm["nominal_vs_reference"] < 1e-3
     assert boehm["objective"]["sets"] == 60 and sum(
         boehm["objective"]["status_counts"].values()) == 60
