@@ -31,7 +31,9 @@ crash the script nor eat the session. Per model:
   being the backend's program.run itself, the second pass on the host's threads
   among them, `unnamed` what none covers) and that of the time outside program.run
   (`gpu_outside_breakdown_s`: preparing the run, dressing the result and its notes'
-  non-finite scan), from the profiler's spans (sbmlgpu.api names them);
+  non-finite scan), from the profiler's spans (sbmlgpu.api names them); what its
+  passes did (`passes`: the members past --pass-steps, where and with which method
+  they ran, each later stage's members and seconds);
 - "repeat": the same ensemble run again on the loaded network (the first result
   dropped first), reported apart from the first (`gpu_repeat`, "repeat/s" and
   "×repeat" printed last): a second run, with the method check, kernel and views
@@ -351,6 +353,14 @@ def wall_breakdown(profiler, meta: dict, wall: float) -> tuple[dict, dict]:
     return inside, outside
 
 
+def passes(meta: dict) -> dict:
+    """What a run's passes did (plugins/ode/passes.py's report: the members past
+    --pass-steps, where and with which method they ran, each later stage's members and
+    seconds)."""
+    return {k: v for k, v in meta.items()
+            if k.startswith(("first_pass", "second_pass", "later_passes"))}
+
+
 def span_totals(profiler) -> dict[str, float]:
     """Every span of a run by name, its seconds summed (nested spans too)."""
     totals: dict[str, float] = {}
@@ -458,7 +468,8 @@ def run_model(folder: Path, args, device, save) -> dict:
                                                     if r.kernel.startswith("sbmlgpu_ode_")),
                                                    default=0.0) / 1e3,
                            **{k: v for k, v in meta.items()
-                              if k.startswith(("slowest", "budget", "wall_budget"))}}})
+                              if k.startswith(("slowest", "budget", "wall_budget"))}},
+        "passes": passes(meta)})
 
     # the same ensemble again on the loaded network (kernel, views, method check
     # cached), the first result dropped first, as a user's second run would
@@ -474,7 +485,8 @@ def run_model(folder: Path, args, device, save) -> dict:
     repeat_wall = time.perf_counter() - started
     inside, outside = wall_breakdown(again.profiler, again.result.metadata, repeat_wall)
     row["gpu_repeat"] = {"wall_s": repeat_wall, "trajectories_per_s": args.n / repeat_wall,
-                         "breakdown_s": inside, "outside_breakdown_s": outside}
+                         "breakdown_s": inside, "outside_breakdown_s": outside,
+                         "passes": passes(again.result.metadata)}
     if profiler is not None:
         # where a repeat's time goes that no phase names (a span covers only what
         # the backend marks; cProfile sees every Python call, threads' calls excepted)

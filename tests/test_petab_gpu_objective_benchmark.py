@@ -56,6 +56,9 @@ def test_every_folder_is_a_row_and_a_broken_one_says_why(root, tmp_path):
     assert outside["prepare the run"] > 0 and outside["time course notes"] > 0
     assert boehm["gpu_repeat"]["trajectories_per_s"] > 0
     assert set(boehm["gpu_repeat"]["outside_breakdown_s"]) == set(outside)
+    # what the passes did, the first run's and the repeat's
+    assert boehm["passes"]["second_pass_members"] >= 0
+    assert boehm["gpu_repeat"]["passes"]["first_pass_seconds"] > 0
     # --profile-repeat: the repeat's spans and its cProfile top functions
     spans = boehm["gpu_repeat"]["spans_s"]
     assert spans["program.run"] == pytest.approx(
