@@ -198,3 +198,73 @@ def test_on_a_gpu_retries_on_speculation_leave_every_member_as_the_rule_has_it(
         assert np.array_equal(result.data[members], one.data[members])
     assert np.array_equal(program.last_steps[by_bdf], b[by_bdf])
     assert np.array_equal(program.last_steps[by_fallback], r[by_fallback])
+
+
+def _failing_retry_pass(first: dict, cores: int):
+    """scripted_pass where the retries' build failed: (result, log, kernel() calls)."""
+    log, lock = [], threading.Lock()
+    kernel = ScriptedKernel("first", first, 0.0, log, lock)
+    table = np.zeros((1, len(first)))
+    hosts = [host_pass.HostSecondPass(name, table, np.array([0.0, 1.0]), 2, Settings(),
+                                      cores=cores) for name in ("first", "again")]
+    hosts[0]._load = lambda: kernel
+
+    def no_compiler():
+        raise OSError("no C++ compiler")
+
+    hosts[1]._load = no_compiler
+    for host in hosts:
+        host.start_build()
+        host.kernel()
+    calls, kernel_of = [0], hosts[1].kernel
+
+    def counted():
+        calls[0] += 1
+        return kernel_of()
+
+    hosts[1].kernel = counted
+    done = []
+    result = hosts[0].run(np.arange(len(first)), done=done.append,
+                          retry=host_pass.Retry(hosts[1], (OK, STOPPED)))
+    assert sum(done) == len(first)
+    return result, log, calls[0]
+
+
+def test_a_failed_retry_build_runs_nothing_on_speculation():
+    # a thread beside a 0.3 s attempt must not pick it again and again (it did: 17,662
+    # speculations begun in 0.5 s, each finding the build failed)
+    result, _, calls = _failing_retry_pass({0: (0.3, UNDERFLOW)}, cores=2)
+    assert result.speculated == (0, 0) and calls <= 1
+    assert result.status.tolist() == [UNDERFLOW] and not result.retried.any()
+    assert (result.data[0] == 0.0).all()  # the attempt's values: no retry replaced them
+
+
+def test_a_retry_that_ends_well_before_a_finishing_attempt_is_not_used():
+    result, _ = scripted_pass({0: (0.3, OK)}, {0: (0.05, OK)}, cores=2)
+    assert result.status.tolist() == [OK] and not result.retried.any()
+    assert (result.data[0] == 0.0).all() and result.speculated == (1, 0)
+
+
+def test_an_error_in_an_attempt_ends_the_pass_and_stops_its_speculation():
+    log, lock = [], threading.Lock()
+
+    class Failing(ScriptedKernel):
+        def run(self, table, times, n_outputs, settings, members, first_member, stop=None):
+            if int(members[0]) == 1:
+                time.sleep(0.05)
+                raise RuntimeError("member 1's call failed")
+            return super().run(table, times, n_outputs, settings, members, first_member, stop)
+
+    kernels = {"first": Failing("first", {0: (0.3, OK), 1: (0.0, OK)}, 0.0, log, lock),
+               "again": ScriptedKernel("again", {0: (30.0, OK), 1: (30.0, OK)}, 1000.0,
+                                       log, lock)}
+    hosts = [host_pass.HostSecondPass(name, np.zeros((1, 2)), np.array([0.0, 1.0]), 2,
+                                      Settings(), cores=4) for name in ("first", "again")]
+    for host in hosts:
+        host._load = (lambda h: lambda: kernels[h.source])(host)
+        host.start_build()
+        host.kernel()
+    started = time.perf_counter()
+    with pytest.raises(RuntimeError, match="member 1"):
+        hosts[0].run(np.arange(2), retry=host_pass.Retry(hosts[1], (OK, STOPPED)))
+    assert time.perf_counter() - started < 5  # no 30 s retry ran to its end

@@ -207,6 +207,11 @@ class HostSecondPass:
         """Whether the build has ended (well or not): kernel() will not wait."""
         return self._thread is not None and not self._thread.is_alive()
 
+    @property
+    def loaded(self) -> bool:
+        """Whether the build has ended well: kernel() returns it at once."""
+        return self.built and self._kernel is not None
+
     def _build(self) -> None:
         try:
             kernel = self._load()
@@ -276,6 +281,7 @@ class HostSecondPass:
         ended = np.full(m, np.nan)  # ... and end
         guesses: dict[int, _Speculation] = {}  # retries run on speculation, by position
         speculated = [0, 0]  # retries run on speculation: begun, used
+        errors: list[BaseException] = []  # a worker's exception ends the pass (raised)
 
         def next_task() -> tuple[str, int] | None:
             """(what, position): what is "first", "retry" or "guess" (a retry on
@@ -290,7 +296,9 @@ class HostSecondPass:
                 ran_out[0] = True
                 if waiting:
                     return "retry", waiting.pop(0)
-                if retry is None or not retry.host.built:
+                # no speculation without a loaded retry build (one that failed would
+                # be chosen again and again for the same attempt) or after an error
+                if retry is None or not retry.host.loaded or errors:
                     return None
                 # the first attempt running longest (likeliest to be a hard member)
                 running = [p for p in np.flatnonzero(np.isfinite(began) & np.isnan(ended))
@@ -379,7 +387,6 @@ class HostSecondPass:
             if done is not None:
                 done(1)
 
-        errors: list[BaseException] = []
         tasks = {"first": attempt, "retry": again, "guess": guess_retry}
 
         def worker() -> None:
@@ -390,8 +397,8 @@ class HostSecondPass:
                         return
                     tasks[task[0]](task[1])
             except BaseException as exc:  # noqa: BLE001 - the run's, raised below
-                errors.append(exc)
-                with lock:  # the retries run on speculation end too
+                with lock:  # the retries run on speculation end too, and none begins
+                    errors.append(exc)
                     for guess in guesses.values():
                         guess.stop[0] = 1
 
