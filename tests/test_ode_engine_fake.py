@@ -149,7 +149,8 @@ def test_gpu_engine_path_with_a_fake_device(compiler, method, precision, summary
     # of these small batches gets one)
     grid = engines.resident_grid
     monkeypatch.setattr(engines, "resident_grid",
-                        lambda b, block, properties: max(1, grid(b, block, properties) // 4))
+                        lambda b, block, properties, max_lanes=0:
+                        max(1, grid(b, block, properties, max_lanes) // 4))
     options = OdeOptions(method=method, precision=precision, pilot_size=64,
                          lane_refill=refill).validate()
     program = OdeBackend().compile(net, options, device)
@@ -178,3 +179,33 @@ def test_gpu_engine_path_with_a_fake_device(compiler, method, precision, summary
     assert np.array_equal(result.data, host.data)
     if method != "rk4":
         assert result.metadata["bundling"] == "bundled by predicted step count"
+
+
+def test_max_lanes_caps_a_refill_launch_and_changes_no_result(compiler):
+    """--max-lanes: every refill launch has at most that many lanes (whole blocks), and
+    the members' results are the CPU path's, bit for bit, as with every lane count."""
+    from sbmlgpu.plugins.ode.backend import OdeBackend
+    from sbmlgpu.plugins.ode.options import OdeOptions
+    from sbmlgpu.profile import Profiler
+    from sbmlgpu.schedule import Scheduler
+    from sbmlgpu.tasks import TimeCourse
+
+    from .ode_helpers import run_cpu
+
+    net = load("seir_epidemic")
+    rng = np.random.default_rng(3)
+    params = {"beta": rng.uniform(0.1, 1.0, 300), "gamma": rng.uniform(0.05, 0.5, 300)}
+    times = np.linspace(0, 160, 9)
+    device = FakeDevice(compile=compile_for_host)
+    options = OdeOptions(method="rodas4", pilot_size=64, block_size=32, max_lanes=80,
+                         bundling=False).validate()
+    program = OdeBackend().compile(net, options, device)
+    profiler = Profiler()
+    result = program.run(TimeCourse(times=times, parameters=params, progress=False),
+                         Scheduler(devices=[device], progress=False, profiler=profiler),
+                         profiler)
+    launches = [r for r in profiler.records if r.kernel == "sbmlgpu_ode_rodas4_refill"]
+    assert launches and all(r.grid[0] == 2 and r.block[0] == 32 for r in launches)
+    host = run_cpu(net, "rodas4", times=times, parameters=params)
+    assert np.array_equal(result.status, host.status)
+    assert np.array_equal(result.data, host.data)

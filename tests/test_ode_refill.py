@@ -235,3 +235,18 @@ def test_the_lanes_a_gpu_holds_at_once_follow_threads_registers_and_shared_memor
     assert lanes(33, 128) == 1536  # 40 a thread (256 a warp is the unit): 12 blocks
     assert lanes(32, 32) == 32 * 32  # at most 32 blocks an SM
     assert lanes(32, 128, shared=100 << 10) == 2 * 128  # 2 blocks' shared memory fit
+
+
+def test_max_lanes_caps_the_blocks_of_a_refill_launch_in_whole_blocks():
+    from sbmlgpu.ode.engines import resident_grid
+
+    from .fakes import PROPERTIES
+
+    full = resident_grid(10**6, 128, PROPERTIES)
+    assert full == 2048 // 128 * PROPERTIES.sm_count
+    assert resident_grid(10**6, 128, PROPERTIES, max_lanes=0) == full
+    assert resident_grid(10**6, 128, PROPERTIES, max_lanes=8192) == 64
+    assert resident_grid(10**6, 128, PROPERTIES, max_lanes=8200) == 64  # whole blocks
+    assert resident_grid(10**6, 128, PROPERTIES, max_lanes=100) == 1  # at least one
+    assert resident_grid(300, 128, PROPERTIES, max_lanes=8192) == 3  # the members' blocks
+    assert resident_grid(10**6, 128, PROPERTIES, max_lanes=10**9) == full

@@ -83,6 +83,8 @@ class LaunchConfig:
     # --scaled-atol: compiled into a kernel (codegen's scaled_atol); read by the engines
     # that are not kernels (the CPU path's numpy engine and reference)
     scaled_atol: bool = True
+    #: --max-lanes: a refill launch's lanes at most (0: as many as the GPU holds)
+    max_lanes: int = 0
 
     def as_dict(self) -> dict:
         return {"rtol": self.rtol, "atol": self.atol, "h0": self.h0,
@@ -101,12 +103,16 @@ def bytes_per_member(n_params: int, n_times: int, n_outputs: int, itemsize: int,
             + STATUS_BYTES + STEPS_BYTES + (MEMBER_ID_BYTES if bundled else 0))
 
 
-def resident_grid(b: int, block: int, properties) -> int:
+def resident_grid(b: int, block: int, properties, max_lanes: int = 0) -> int:
     """Blocks of a refill launch of `b` members: those the GPU can hold at once by its
-    threads per SM (fewer where the members need fewer). Registers may hold fewer;
-    the blocks past them start when the queue is empty and end at once."""
+    threads per SM (fewer where the members need fewer, or --max-lanes asks for fewer
+    lanes: whole blocks, at least one). Registers may hold fewer; the blocks past them
+    start when the queue is empty and end at once."""
     per_sm = max(int(properties.max_threads_per_sm) // int(block), 1)
-    return max(min(-(-int(b) // int(block)), per_sm * max(int(properties.sm_count), 1)), 1)
+    blocks = min(-(-int(b) // int(block)), per_sm * max(int(properties.sm_count), 1))
+    if max_lanes > 0:
+        blocks = min(blocks, int(max_lanes) // int(block))
+    return max(blocks, 1)
 
 
 #: what an SM allots registers in (a warp's registers, every architecture sbmlgpu
@@ -148,10 +154,13 @@ class GpuEngine:
         self._summary: dict[int, object] = {}
         self._lock = threading.Lock()
 
-    def resident_lanes(self, device, block: int) -> int:
+    def resident_lanes(self, device, block: int, max_lanes: int = 0) -> int:
         """Members the kernel integrates at once on `device` (compiled there first):
-        a refill launch's lanes."""
-        return resident_threads(self.kernel(device).attributes, block, device.properties)
+        a refill launch's lanes (at most --max-lanes' whole blocks where it is set)."""
+        lanes = resident_threads(self.kernel(device).attributes, block, device.properties)
+        if max_lanes > 0:
+            lanes = min(lanes, max(int(max_lanes) // int(block), 1) * int(block))
+        return lanes
 
     def kernel(self, device):
         with self._lock:
@@ -226,8 +235,8 @@ class GpuEngine:
                 # the refill kernel's queue: the next launch index to take
                 queue = [keep(device.to_device(np.zeros(1, np.uint64)))] if self.refills else []
             block = config.block_size
-            grid = (resident_grid(b, block, device.properties) if self.refills
-                    else (b + block - 1) // block)
+            grid = (resident_grid(b, block, device.properties, config.max_lanes)
+                    if self.refills else (b + block - 1) // block)
             args = [np.int64(b), table_buf, times_buf, np.int32(len(times)), out_buf,
                     status_buf, steps_buf, real(config.rtol), real(config.atol),
                     real(config.h0), real(config.max_step), real(config.dt),

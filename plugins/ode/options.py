@@ -104,6 +104,12 @@ class OdeOptions(BackendOptions):
                                      "off: one member per thread (rk4 without events, "
                                      "piecewise switches, delay() or fast reactions "
                                      "always: its members take equal steps)")
+    max_lanes: int = option(0, "GPU, lanes that refill: at most this many lanes (0: as "
+                               "many threads as the GPU holds at once). A large model's "
+                               "kernel keeps each lane's arrays in local memory (e.g. 7 KB "
+                               "a thread for 33 states): fewer lanes may keep them in the "
+                               "L2 cache; measure before relying on it (not chosen "
+                               "automatically)", minimum=0)
     pilot_size: int = option(1000, "members of the bundling pilot run", minimum=32)
     block_size: int = option(128, "threads per block", minimum=32, maximum=1024)
     threads_per_gpu: int = option(2, "host threads that take batches for each GPU: while "

@@ -286,7 +286,7 @@ class OdeProgram(Program):
 
         # what ordering gains depends on the lanes: a refill kernel's (the members the
         # GPUs hold at once) or one member per thread (None)
-        lanes = sum(engine.resident_lanes(d, o.block_size) for d in devices) \
+        lanes = sum(engine.resident_lanes(d, o.block_size, o.max_lanes) for d in devices) \
             if reason is None and on_device and getattr(engine, "refills", False) else None
 
         def order(pilot: MemberResults, members: np.ndarray):
@@ -596,6 +596,7 @@ def launch_config(o: OdeOptions, method: str, max_steps: int, seed: int,
     return LaunchConfig(rtol=rtol, atol=atol, h0=o.h0, max_step=o.max_step, dt=o.dt,
                         max_steps=max_steps, seed=seed, block_size=o.block_size,
                         scaled_atol=o.scaled_atol, times_row=times_row,
+                        max_lanes=o.max_lanes,
                         **limits.launch_limits(o, method))
 
 
