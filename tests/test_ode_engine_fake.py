@@ -206,6 +206,7 @@ def test_max_lanes_caps_a_refill_launch_and_changes_no_result(compiler):
                          profiler)
     launches = [r for r in profiler.records if r.kernel == "sbmlgpu_ode_rodas4_refill"]
     assert launches and all(r.grid[0] == 2 and r.block[0] == 32 for r in launches)
+    assert {"kernel_registers", "kernel_local_bytes"} <= set(result.metadata)
     host = run_cpu(net, "rodas4", times=times, parameters=params)
     assert np.array_equal(result.status, host.status)
     assert np.array_equal(result.data, host.data)

@@ -424,6 +424,7 @@ class OdeProgram(Program):
             "engine": engine.name, "kernel": source.name, "precision": o.precision,
             "lanes": ("refill: threads take the next member when theirs ends"
                       if getattr(engine, "refills", False) else "one member per thread"),
+            **_kernel_resources(engine, devices if on_device else ()),
             "rtol": rtol, "atol": atol, "bundling": plan.reason or "bundled",
             "bundling_info": plan.info,
             "steps_mean": float(steps.sum(dtype=np.int64)) / steps.size if steps.size else 0.0,
@@ -586,6 +587,17 @@ def _later_built(later: LaterKernel, first: str) -> bool:
 def _kernel_model_key(model: KernelModel) -> tuple:
     """What tells kernel models apart: varied ids, outputs, the literal constants."""
     return model.varied, model.outputs, tuple(sorted(model.fixed_values.items()))
+
+
+def _kernel_resources(engine, devices) -> dict:
+    """A GPU kernel's registers and local memory a thread (spills and stack arrays: a
+    large model's rodas4 keeps its stages and LU there), as the first device compiled
+    it, for the metadata (what --max-lanes trades against the L2 cache); {} elsewhere."""
+    if not devices or not hasattr(engine, "kernel"):
+        return {}
+    attributes = engine.kernel(devices[0]).attributes
+    return {"kernel_registers": int(attributes.registers),
+            "kernel_local_bytes": int(attributes.local_bytes)}
 
 
 def launch_config(o: OdeOptions, method: str, max_steps: int, seed: int,
