@@ -469,7 +469,9 @@ def run_model(folder: Path, args, device, save) -> dict:
                                                    default=0.0) / 1e3,
                            **{k: v for k, v in meta.items()
                               if k.startswith(("slowest", "budget", "wall_budget"))}},
-        "passes": passes(meta)})
+        "passes": passes(meta),
+        "kernel_registers": meta.get("kernel_registers"),
+        "kernel_local_bytes": meta.get("kernel_local_bytes")})
 
     # the same ensemble again on the loaded network (kernel, views, method check
     # cached), the first result dropped first, as a user's second run would

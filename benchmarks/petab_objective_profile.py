@@ -79,6 +79,7 @@ def main(argv=None) -> int:
             "steps_mean": outcome.result.metadata.get("steps_mean"),
             "steps_max": outcome.result.metadata.get("steps_max"),
             "second_pass_members": outcome.result.metadata.get("second_pass_members"),
+            "kernel_local_bytes": outcome.result.metadata.get("kernel_local_bytes"),
             "grid": [list(r.grid) for r in (profiler.records if profiler else [])
                      if r.kernel.startswith("sbmlgpu_ode_")][:1],
             "bundling": outcome.result.metadata.get("bundling"),
