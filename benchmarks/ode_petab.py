@@ -481,9 +481,11 @@ def run_model(folder: Path, args, device, save) -> dict:
     started = time.perf_counter()
     if profiler is not None:
         profiler.enable()
-    again = run(sets)
-    if profiler is not None:
-        profiler.disable()
+    try:
+        again = run(sets)
+    finally:
+        if profiler is not None:
+            profiler.disable()
     repeat_wall = time.perf_counter() - started
     inside, outside = wall_breakdown(again.profiler, again.result.metadata, repeat_wall)
     row["gpu_repeat"] = {"wall_s": repeat_wall, "trajectories_per_s": args.n / repeat_wall,
@@ -493,6 +495,8 @@ def run_model(folder: Path, args, device, save) -> dict:
         # where a repeat's time goes that no phase names (a span covers only what
         # the backend marks; cProfile sees every Python call, threads' calls excepted)
         row["gpu_repeat"]["spans_s"] = span_totals(again.profiler)
+        # cProfile's overhead is in this repeat's wall time and rate
+        row["gpu_repeat"]["profiled"] = True
         row["gpu_repeat"]["cprofile"] = profile_text(profiler, args.profile_repeat)
     del again
 

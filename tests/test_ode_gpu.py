@@ -243,7 +243,7 @@ def test_gpu_refill_lanes_give_what_one_thread_per_member_gives(device, method, 
     refill = GpuEngine(kernel_source(model, method, refill=True), False)
     assert refill.refills and not plain.refills
     a = plain.run(device, table[:, order], times, 3, config, members=order, first_member=0)
-    monkeypatch.setattr(engines, "resident_grid", lambda b, block, properties: 3)
+    monkeypatch.setattr(engines, "resident_grid", lambda b, block, properties, max_lanes=0: 3)
     b = refill.run(device, table[:, order], times, 3, config, members=order, first_member=0)
     assert np.array_equal(a.status, b.status) and (a.status == Status.ok).all()
     assert np.array_equal(a.steps, b.steps) and a.steps.max() > 2 * a.steps.min()

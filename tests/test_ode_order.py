@@ -252,7 +252,7 @@ def test_with_lanes_that_refill_repeated_runs_time_both_orders_and_keep_the_fast
     from sbmlgpu.tasks import TimeCourse
 
     net, params, unbundled = ensemble
-    monkeypatch.setattr(GpuEngine, "resident_lanes", lambda self, device, block: 64)
+    monkeypatch.setattr(GpuEngine, "resident_lanes", lambda self, device, block, max_lanes=0: 64)
     device, program, scheduler = _fake_gpu_program(net)
     ways, before = [], {}
     for _ in range(5):

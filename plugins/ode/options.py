@@ -104,8 +104,9 @@ class OdeOptions(BackendOptions):
                                      "off: one member per thread (rk4 without events, "
                                      "piecewise switches, delay() or fast reactions "
                                      "always: its members take equal steps)")
-    max_lanes: int = option(0, "GPU, lanes that refill: at most this many lanes (0: as "
-                               "many threads as the GPU holds at once). A large model's "
+    max_lanes: int = option(0, "GPU, lanes that refill: at most this many lanes, in whole "
+                               "blocks and at least one block (0: as many threads as the "
+                               "GPU holds at once). A large model's "
                                "kernel keeps each lane's arrays in local memory (e.g. 7 KB "
                                "a thread for 33 states): fewer lanes may keep them in the "
                                "L2 cache; measure before relying on it (not chosen "
