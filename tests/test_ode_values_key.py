@@ -57,3 +57,18 @@ def test_the_key_does_not_depend_on_the_number_of_threads(table, monkeypatch, th
     chunks = -(-table.nbytes // KEY_CHUNK_BYTES)
     assert len(host_threads.pieces(chunks, min_items=4)) == min(threads, chunks // 4)
     assert values_key(table, TIMES) == serial
+
+
+def test_the_key_benchmark_times_both_keys_and_refuses_a_bad_shape(tmp_path, capsys):
+    import json
+
+    from benchmarks import ode_method_key
+
+    assert ode_method_key.main(["--shapes", "3x1000,2x70000", "--repeat", "1",
+                                "--out", str(tmp_path)]) == 0
+    rows = json.loads((tmp_path / "ode_method_key.json").read_text())["rows"]
+    assert [(r["rows"], r["members"]) for r in rows] == [(3, 1000), (2, 70000)]
+    assert all(r["anchor_s"] > 0 and r["values_key_s"] > 0 for r in rows)
+    with pytest.raises(SystemExit):
+        ode_method_key.main(["--shapes", "3by1000"])
+    assert "is not ROWSxMEMBERS" in capsys.readouterr().err
