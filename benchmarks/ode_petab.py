@@ -361,14 +361,6 @@ def passes(meta: dict) -> dict:
             if k.startswith(("first_pass", "second_pass", "later_passes"))}
 
 
-def span_totals(profiler) -> dict[str, float]:
-    """Every span of a run by name, its seconds summed (nested spans too)."""
-    totals: dict[str, float] = {}
-    for span in (profiler.spans if profiler else []):
-        totals[span.name] = totals.get(span.name, 0.0) + span.seconds
-    return dict(sorted(totals.items(), key=lambda item: -item[1]))
-
-
 def profile_text(profiler: cProfile.Profile, lines: int) -> str:
     """The top `lines` functions of a cProfile run, by cumulative and by own time."""
     text = io.StringIO()
@@ -494,7 +486,8 @@ def run_model(folder: Path, args, device, save) -> dict:
     if profiler is not None:
         # where a repeat's time goes that no phase names (a span covers only what
         # the backend marks; cProfile sees every Python call, threads' calls excepted)
-        row["gpu_repeat"]["spans_s"] = span_totals(again.profiler)
+        row["gpu_repeat"]["spans_s"] = \
+            again.profiler.span_seconds() if again.profiler else {}
         # cProfile's overhead is in this repeat's wall time and rate
         row["gpu_repeat"]["profiled"] = True
         row["gpu_repeat"]["cprofile"] = profile_text(profiler, args.profile_repeat)

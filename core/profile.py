@@ -378,6 +378,14 @@ class Profiler:
             fields = list(self._spans)
         return [Span(*f) for f in fields]
 
+    def span_seconds(self) -> dict[str, float]:
+        """Every span's seconds summed by name (nested spans too), longest first: where
+        a run's host time went, for benchmarks and profiles."""
+        totals: dict[str, float] = {}
+        for span in self.spans:
+            totals[span.name] = totals.get(span.name, 0.0) + span.seconds
+        return dict(sorted(totals.items(), key=lambda item: -item[1]))
+
     def summary(self) -> list[KernelSummary]:
         return summarize(self.records, self.peaks)
 

@@ -214,3 +214,14 @@ def test_precision_names_of_the_printer_are_accepted():
     from sbmlgpu.profile import normalize_precision
     assert normalize_precision("float") == "single"
     assert normalize_precision("double") == "double"
+
+
+def test_span_seconds_sums_spans_by_name_longest_first():
+    profiler = Profiler()
+    profiler.add_span("batch", 0.0, 0.5)
+    profiler.add_span("pilot", 0.5, 0.6)
+    profiler.add_span("batch", 0.6, 0.9)
+    totals = profiler.span_seconds()
+    assert list(totals) == ["batch", "pilot"]
+    assert totals["batch"] == pytest.approx(0.8) and totals["pilot"] == pytest.approx(0.1)
+    assert Profiler().span_seconds() == {}
