@@ -673,6 +673,9 @@ def main(argv=None) -> int:
     parser.add_argument("--one", help=argparse.SUPPRESS)  # the child: one model
     parser.add_argument("--row-out", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.profile_repeat < 0:
+        parser.error(f"--profile-repeat must be 0 (off) or a number of lines, not "
+                     f"{args.profile_repeat}")
     if args.one:
         return run_one(args)
 

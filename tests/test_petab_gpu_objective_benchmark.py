@@ -79,3 +79,15 @@ def test_a_model_past_its_budget_is_stopped_with_what_it_finished(root, tmp_path
     row = rows["Boehm_JProteomeRes2014"]
     assert row["error"].startswith("stopped at the model budget (0.5 s) in stage ")
     assert row["stage"] != "done" and row["model_wall_s"] < 60
+
+
+def test_a_negative_profile_repeat_is_one_error_line(capsys):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("ode_petab", SCRIPT)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    with pytest.raises(SystemExit) as stopped:
+        script.main(["--profile-repeat", "-1"])
+    assert stopped.value.code == 2
+    assert "--profile-repeat must be 0 (off)" in capsys.readouterr().err
