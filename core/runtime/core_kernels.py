@@ -8,8 +8,10 @@ import weakref
 
 import numpy as np
 
-_lock = threading.Lock()
-# device -> {(template, kernel, precision): compiled kernel}
+from .once import OncePerKey
+
+_lock = threading.Lock()  # held only to find a device's kernels, never over a compile
+# device -> (template, kernel, precision) -> compiled kernel
 _kernels: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
@@ -29,12 +31,13 @@ def core_kernel(device, template: str, kernel: str, dtype, what: str):
     precision = precision_of(dtype, what)
     key = (template, kernel, precision)
     with _lock:
-        compiled = _kernels.setdefault(device, {})
-        if key not in compiled:
-            from ..codegen.templates import CORE_PACKAGE, render  # jinja2: GPU runs only
+        compiled = _kernels.setdefault(device, OncePerKey())
 
-            text = render(CORE_PACKAGE, template, precision=precision)
-            stem = template.rsplit(".", 1)[0]
-            module = device.compile(text, name=f"{stem}_{precision}.cu")
-            compiled[key] = module.function(kernel)
-        return compiled[key]
+    def build():
+        from ..codegen.templates import CORE_PACKAGE, render  # jinja2: GPU runs only
+
+        text = render(CORE_PACKAGE, template, precision=precision)
+        stem = template.rsplit(".", 1)[0]
+        return device.compile(text, name=f"{stem}_{precision}.cu").function(kernel)
+
+    return compiled.get(key, build)

@@ -39,7 +39,6 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import threading
 from functools import lru_cache
 from pathlib import Path
 from typing import Sequence
@@ -47,6 +46,7 @@ from typing import Sequence
 from ..codegen.compile_check import _version_of
 from ..errors import DeviceError
 from .cache import default_directory
+from .once import OncePerKey
 
 log = logging.getLogger("sbmlgpu.runtime")
 
@@ -223,8 +223,9 @@ def _install(built: Path, library: Path) -> None:
 
 
 # -- loading ------------------------------------------------------------------------
-_load_lock = threading.Lock()
-_loaded: dict[tuple[str, tuple[str, ...], str], ctypes.CDLL] = {}
+# one library per source, flags and compiler; a compile holds only its own key (a
+# loaded library is returned at once while another one compiles)
+_loaded: OncePerKey[ctypes.CDLL] = OncePerKey()
 
 
 def load(source: str, name: str, flags: Sequence[str] = (), *,
@@ -233,11 +234,8 @@ def load(source: str, name: str, flags: Sequence[str] = (), *,
     process, compiler and set of flags ($SBMLGPU_EXTRA_CXXFLAGS included)."""
     compiler = require_compiler()
     key = (source, build_flags(compiler, flags, openmp), compiler)
-    with _load_lock:
-        if key not in _loaded:
-            path = build(source, name, flags, openmp=openmp, compiler=compiler)
-            _loaded[key] = ctypes.CDLL(str(path))
-        return _loaded[key]
+    return _loaded.get(key, lambda: ctypes.CDLL(
+        str(build(source, name, flags, openmp=openmp, compiler=compiler))))
 
 
 # -- OpenMP and fork -------------------------------------------------------------------
