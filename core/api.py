@@ -165,7 +165,8 @@ def _few_members_for_the_cpu(backend: Backend, task: Task | None) -> bool:
         _SAID_FEW_MEMBERS.add(backend.name)
         log.info(f"{members} member{'s' * (members != 1)}, no more than the {cores} CPU "
                  f"cores: running on the CPU path, faster than the GPU for so few "
-                 f"(--devices 0 or device=[0] runs it on the GPU)")
+                 f"(--devices 0 or device=[0] runs it on a GPU, where there is one: "
+                 f"no GPU was looked for)")
     return True
 
 

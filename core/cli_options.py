@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import numbers
 import types
 import typing
 from typing import Any, Callable
@@ -65,14 +66,21 @@ def _default(f: dataclasses.Field):
     return None
 
 
+def _number(value) -> str:
+    """A limit as a user types it: integers whole (1048576, not :g's 1.04858e+06)."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return str(int(value))
+    return f"{value:g}"
+
+
 def _help(f: dataclasses.Field) -> str:
     meta = f.metadata
     text = meta.get("help", "")
     limits = []
     if meta.get("minimum") is not None:
-        limits.append(f"at least {meta['minimum']:g}")
+        limits.append(f"at least {_number(meta['minimum'])}")
     if meta.get("maximum") is not None:
-        limits.append(f"at most {meta['maximum']:g}")
+        limits.append(f"at most {_number(meta['maximum'])}")
     if limits:
         text += f" ({', '.join(limits)})"
     if meta.get("required"):

@@ -38,7 +38,7 @@ class CmeOptions(BackendOptions):
                            minimum=1, maximum=8192)
     accelerate: int = option(0, "aggregation: V-cycle iterates combined by Anderson "
                                 "acceleration (0 or 1: none; it halved the cycles on "
-                                "small switches but cost 23 %% more at 10^7 states, "
+                                "small switches but cost 23 % more at 10^7 states, "
                                 "docs/cme.md)", minimum=0, maximum=16)
     idr_shadow: int = option(4, "idr: s, the dimension of IDR(s)'s shadow space (memory "
                                 "grows by 3 vectors per unit)", minimum=1, maximum=16)

@@ -90,7 +90,7 @@ class OdeOptions(BackendOptions):
     fast_math: bool = option(False, "compile with nvcc --use_fast_math (approximate "
                                     "division, sqrt, exp, log, flush denormals to zero); "
                                     "only for float")
-    jacobian: str = option("auto", "Jacobian of rodas4: analytic (sympy), fd (forward "
+    jacobian: str = option("auto", "Jacobian of rodas4 and bdf: analytic (sympy), fd (forward "
                                    "differences in the kernel), auto (analytic unless it "
                                    "cannot be printed)", choices=JACOBIANS)
     bundling: bool = option(True, "pilot run, then sort members by predicted step count "
@@ -134,7 +134,7 @@ class OdeOptions(BackendOptions):
     history_nodes: int = option(DEFAULT_HISTORY_NODES,
                                 "models with delay(): (t, x, dx/dt) nodes of the past kept "
                                 "per member (a ring in global memory, counted per member "
-                                "when batches are sized: 8 (1 + 2 states) bytes each, at "
+                                "when batches are sized: 8 x (1 + 2 x states) bytes each, at "
                                 "most 448 KB); a member whose look-up needs "
                                 "an overwritten node fails: raise it for long lags or many "
                                 "events within a lag [default 0: 1024, fewer where they "

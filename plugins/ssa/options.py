@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from sbmlgpu.backend import BackendOptions, option
 from sbmlgpu.errors import OptionError
 
+from . import tuning
 from .choices import LAYOUTS, METHODS, RATE_SPECIES, UPDATES
 
 
@@ -16,8 +17,10 @@ class SsaOptions(BackendOptions):
         "auto", "direct: Gillespie's direct method (Klingbeil et al. 2012); optimized: the "
                 "optimized direct method (reactions sorted by a presimulation's firing counts, "
                 "early-exit search, dependency-graph updates; Cao, Li, Petzold 2004), for "
-                "large networks; auto: optimized from tuning.OPTIMIZED_FROM_REACTIONS "
-                "reactions on", choices=("auto", *METHODS))
+                "large networks; auto: the optimized method from "
+                f"{tuning.OPTIMIZED_FROM_REACTIONS} reactions on the GPU outside the register "
+                f"layout, from {tuning.CPU_OPTIMIZED_FROM_REACTIONS} on the compiled CPU engine, "
+                "else direct (plugins/ssa/tuning.py)", choices=("auto", *METHODS))
     layout: str = option(
         "auto", "where each GPU thread keeps its state and propensities: register, fat "
                 "(shared memory), thin (global memory, species-major, coalesced); auto "
