@@ -9,6 +9,7 @@ calculate_llh, ensembles, the command, petab's Simulator interface and bad input
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -307,3 +308,33 @@ def test_missing_petab_package_is_a_typed_error_naming_the_extra(problem, monkey
     monkeypatch.setitem(sys.modules, "petab.v1", None)  # import petab.v1 -> ImportError
     with pytest.raises(OptionError, match=r"pip install 'sbmlgpu\[petab\]'"):
         simulate_problem(problem)
+
+
+def _without_column(table: str, column: str) -> str:
+    rows = [line.split("\t") for line in table.strip("\n").split("\n")]
+    k = rows[0].index(column)
+    return "\n".join("\t".join(r[:k] + r[k + 1:]) for r in rows) + "\n"
+
+
+@pytest.mark.parametrize("column", ["measurement", "time", "observableId",
+                                    "simulationConditionId"])
+def test_a_measurement_table_without_a_required_column_is_named(tmp_path, column):
+    path = write_problem(tmp_path, **{"measurements.tsv": _without_column(MEASUREMENTS,
+                                                                          column)})
+    with pytest.raises(OptionError, match=f"the measurement table has no column {column}"):
+        simulate_problem(path)
+
+
+@pytest.mark.parametrize("column, old, new, shown", [
+    ("measurement", "\t1.4\t1\t", "\tabc\t1\t", "line 3 ('abc')"),
+    ("measurement", "\t1.4\t1\t", "\t\t1\t", "line 3 (empty or NaN)"),
+    ("measurement", "\t1.4\t1\t", "\tinf\t1\t", "line 3 (inf)"),
+    ("time", "\t1.4\t1\t", "\t1.4\tlater\t", "line 3 ('later')"),
+    ("time", "\t1.4\t1\t", "\t1.4\t\t", "line 3 (empty or NaN)")])
+def test_a_measurement_or_time_that_is_no_number_is_named_by_line(tmp_path, column, old, new,
+                                                                  shown):
+    assert MEASUREMENTS.count(old) == 1
+    path = write_problem(tmp_path, **{"measurements.tsv": MEASUREMENTS.replace(old, new)})
+    with pytest.raises(OptionError, match=re.escape(f"{column} column holds a value") + ".*"
+                       + re.escape(shown)):
+        simulate_problem(path)

@@ -119,8 +119,50 @@ def _read_yaml(v1, path: Path) -> dict:
     return config
 
 
+#: the measurement table's columns PEtab v1 requires
+MEASUREMENT_COLUMNS = ("observableId", "simulationConditionId", "time", "measurement")
+
+
+def check_measurements(p: PetabProblem) -> None:
+    """OptionError naming the column and rows where the measurement table lacks a
+    required column or holds a time or measurement that is not a number (petab reads
+    the table as text where one cell is; the simulation would raise KeyError or
+    ValueError, or score a NaN)."""
+    import pandas as pd
+
+    meas = p.problem.measurement_df
+    missing = [c for c in MEASUREMENT_COLUMNS if c not in meas.columns]
+    if missing:
+        raise OptionError(OPTION, f"{p.path}: the measurement table has no column "
+                                  f"{', '.join(missing)} (PEtab v1 needs "
+                                  f"{', '.join(MEASUREMENT_COLUMNS)})")
+    for column in ("time", "measurement"):
+        values = pd.to_numeric(meas[column], errors="coerce")
+        bad = np.flatnonzero(values.isna().to_numpy()
+                             | (column == "measurement") & ~np.isfinite(values.to_numpy(float)))
+        if bad.size:
+            # rows as numbered in the file: the header is line 1
+            shown = ", ".join(f"line {i + 2} ({_cell(meas[column].iloc[i])})" for i in bad[:5])
+            more = f" and {bad.size - 5} more" if bad.size > 5 else ""
+            raise OptionError(OPTION, f"{p.path}: the measurement table's {column} column "
+                                      f"holds {'a value' if bad.size == 1 else 'values'} that "
+                                      f"{'is' if bad.size == 1 else 'are'} not "
+                                      f"{'a number' if column == 'time' else 'a finite number'}"
+                                      f": {shown}{more}")
+        meas[column] = values
+
+
+def _cell(value) -> str:
+    """A table cell as the file has it: text quoted, an empty cell named."""
+    if isinstance(value, str):
+        return repr(value)
+    value = float(value)
+    return "empty or NaN" if math.isnan(value) else f"{value:g}"
+
+
 def check_supported(p: PetabProblem) -> None:
     """Refuse (typed, naming the file and what) what `simulate` does not implement."""
+    check_measurements(p)
     obs = p.problem.observable_df
     meas = p.problem.measurement_df
     for column, allowed in (("observableTransformation", TRANSFORMATIONS),
