@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import numbers
 from dataclasses import field
 from typing import Any, Callable, Sequence
 
@@ -86,6 +87,11 @@ class Settings:
             if choices is not None and value not in choices:
                 allowed = ", ".join(map(str, choices))
                 raise OptionError(name, f"{value!r} is not one of: {allowed}")
+            # a bounded option is a number: text from a mapping (testsuite's
+            # --backend-option rtol=abc) would fail the comparisons below with TypeError
+            if (minimum is not None or maximum is not None) and value is not None and (
+                    isinstance(value, bool) or not isinstance(value, numbers.Real)):
+                raise OptionError(name, f"{value!r} is not a number")
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 if isinstance(value, float) and math.isnan(value):
                     raise OptionError(name, "NaN is not a value")

@@ -232,6 +232,16 @@ def test_delay_is_refused_by_name(tmp_path):
                     slice_time=0.5)
 
 
+def test_a_model_without_states_is_refused_by_name(tmp_path):
+    """No species and no rate rule: nothing to bin (numpy's "need at least one array
+    to stack" reached the user as an internal error before)."""
+    model = tmp_path / "parameters_only.xml"
+    model.write_text(sbml.model("", sbml.parameter("k", 1)))
+    with pytest.raises(UnsupportedModelError, match="no variable that changes in time"):
+        sbmlgpu.dbn(model, device="cpu", progress=False, ensemble=5, slices=2,
+                    slice_time=0.5)
+
+
 def test_cli_writes_marginals_counts_and_plot(tmp_path, capsys):
     command = ["dbn", str(LV), "--ensemble", "300", "--sample", "x1=uniform:5:15",
                "--slices", "4", "--slice-time", "0.5", "--steps", "10", "--bins", "4",

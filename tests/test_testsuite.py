@@ -127,6 +127,12 @@ def test_backend_options_are_parsed_and_checked_before_any_case(tmp_path, capsys
     assert run_cli(tmp_path, "--backend", "ode", "--backend-option", "method=bdx")[0] == 2
     err = capsys.readouterr().err
     assert "mthod" in err and "bdx" in err and "needs --backend" in err
+    # text where a number belongs: one error naming the option (was a TypeError from
+    # comparing it with the option's minimum, an internal error or a failure per case)
+    for bad in ("rtol=abc", "max-steps=abc"):
+        assert run_cli(tmp_path, "--backend", "ode", "--backend-option", bad)[0] == 2
+        name = bad.split("=")[0]
+        assert f"option {name}: 'abc' is not a number" in capsys.readouterr().err
 
 
 @needs_semantic
