@@ -4,6 +4,7 @@ and bad input."""
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -131,6 +132,22 @@ def test_unbounded_species_is_an_option_error_naming_it(tmp_path):
 def test_bad_bounds_are_option_errors(tmp_path, bounds, match):
     with pytest.raises(OptionError, match=match):
         steady(write(tmp_path, BIRTH_DEATH), bounds=bounds)
+
+
+@pytest.mark.parametrize("tol, match", [(1.0, "at most 1"), (5.0, "at most 1"),
+                                        (math.inf, "not a finite number")])
+def test_a_tolerance_every_vector_meets_is_refused_before_any_work(tmp_path, tol, match,
+                                                                   monkeypatch):
+    """The normalised residual of any vector is at most 1: --tol 1 (or inf) returned
+    the uniform starting guess as the steady state (a bad-input audit)."""
+    from sbmlgpu.plugins.cme import statespace
+
+    def enumerated(*args, **kwargs):
+        raise AssertionError("the state space was enumerated for a tolerance refused")
+
+    monkeypatch.setattr(statespace, "enumerate_states", enumerated)
+    with pytest.raises(OptionError, match=f"tol.*{match}"):
+        steady(write(tmp_path, BIRTH_DEATH), bounds={"X": 20}, tol=tol)
 
 
 def test_rate_rule_and_event_are_refused_by_name(tmp_path):

@@ -52,6 +52,8 @@ class SteadyState(Task):
     def check(self) -> None:
         if not self.tol > 0:
             raise OptionError("tol", f"{self.tol!r} must be positive")
+        if not math.isfinite(self.tol):
+            raise OptionError("tol", f"{self.tol!r} is not a finite number")
         self.bounds = dict(self.bounds)
         for sbml_id, bound in self.bounds.items():
             if isinstance(bound, bool) or not isinstance(bound, (int, np.integer)) \

@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass
 
 from sbmlgpu.backend import BackendOptions, option
+from sbmlgpu.errors import OptionError
 
 from .aggregation import DEFAULT_AGGREGATE, DEFAULT_COARSEST
 from .solvers import SOLVERS, SolverSettings
@@ -49,6 +50,10 @@ class CmeOptions(BackendOptions):
                                 "memory allows)", minimum=0)
 
     def solver_settings(self, tol: float) -> SolverSettings:
+        if tol >= 1:  # ||A p||_inf <= ||A||_inf ||p||_inf: every vector would pass
+            raise OptionError("tol", f"{tol!r}: the normalised residual of any vector is at "
+                                     f"most 1, so a tolerance of 1 or more accepts the "
+                                     f"starting guess; give one below 1 (default 1e-8)")
         return SolverSettings(solver=self.solver, tol=tol, max_sweeps=self.max_sweeps,
                               max_cycles=self.max_cycles, max_seconds=self.max_seconds,
                               check_every=self.check_every, accelerate=self.accelerate,

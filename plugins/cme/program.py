@@ -36,6 +36,7 @@ class CmeProgram(Program):
         from .statespace import enumerate_states
 
         timings = {}
+        settings = self.options.solver_settings(task.tol)  # bad --tol: before any work
         start = time.perf_counter()
         space = enumerate_states(self.model, task.bounds, task.initial,
                                  max_states=self.options.max_states or None)
@@ -44,7 +45,6 @@ class CmeProgram(Program):
         engine, engine_info = (self._gpu_engine(space) if self.device is not None
                                else self._cpu_engine(space))
         timings["matrix_s"] = time.perf_counter() - mark
-        settings = self.options.solver_settings(task.tol)
         p0 = np.full(space.n, 1.0 / space.n)
         mark = time.perf_counter()
         with _ResidualProgress(task.tol, enabled=getattr(task, "progress", True)) as bar:
