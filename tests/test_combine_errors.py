@@ -154,6 +154,16 @@ def test_math_of_a_data_generator_that_is_wrong(tmp_path):
     assert sedml_text(doc)  # (the document itself stays writable)
 
 
+@pytest.mark.parametrize("formula", ["x / 0", "0 / 0 + x"])
+def test_math_of_a_data_generator_that_divides_by_zero(tmp_path, formula):
+    """x/0 folds to sympy's complex infinity, which lambdify cannot print: a KeyError
+    reached the user as an internal error (a bad-input audit)."""
+    doc = simple_document()
+    doc.getDataGenerator("gX").setMath(libsedml.parseL3Formula(formula))
+    with pytest.raises(OptionError, match="data generator 'gX'.*divides by zero"):
+        run_omex(pack(tmp_path / "a.omex", doc), tmp_path / "out", device="cpu")
+
+
 def test_a_model_that_is_not_valid_sbml_names_the_sedml_model(tmp_path):
     from sbmlgpu.errors import SBMLImportError
 

@@ -27,6 +27,10 @@ def compile_math(ast, where: str):
     if node is None:
         raise OptionError("math", f"{where}: its math cannot be read")
     expr = convert_math(node, where)
+    if expr.has(sp.zoo, sp.nan):  # x/0 folds to complex infinity, 0/0 to NaN: lambdify
+        # cannot print them (a KeyError reached the user as an internal error)
+        raise OptionError("math", f"{where}: its math divides by zero (the value is undefined "
+                                  f"whatever the variables)")
     symbols = sorted(expr.free_symbols, key=lambda s: s.name)
     names = [s.name for s in symbols]
     function = sp.lambdify(symbols, expr, modules="numpy")
