@@ -80,8 +80,8 @@ def _add_task_command(sub, task_cls, argv: list[str]) -> None:
         description=f"{task_cls.description} Writes the result to OUTDIR.",
         epilog="Prints the path of every file it writes. Exit status: 0 on success (for an "
                "ensemble: when at least one member succeeded; failed members are listed on "
-               "stderr), 1 when every member failed, 2 for bad input (the message says what "
-               "and where).")
+               "stderr), 1 when every member failed (an estimate: every box's integration), "
+               "2 for bad input (the message says what and where).")
     p.add_argument("model", metavar="MODEL", help="SBML file")
     able = ", ".join(plugin_manager.backends_for(task_cls.kind)) or "none installed"
     p.add_argument("--backend", default=None, metavar="NAME",
@@ -260,7 +260,10 @@ def cmd_task(args) -> int:
     if isinstance(result, TimeCourseResult):
         _report_failures(result)
         return EXIT_RUN_FAILED if result.n_failed == result.n_members else 0
-    return 0
+    note, every = result.failure_note() if hasattr(result, "failure_note") else (None, False)
+    if note:
+        print(f"sbmlgpu: {note}", file=sys.stderr)
+    return EXIT_RUN_FAILED if every else 0
 
 
 def _ids(ids, limit: int = 12) -> str:

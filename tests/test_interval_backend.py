@@ -175,6 +175,21 @@ def test_cli_writes_the_paving_and_its_summary(tmp_path, capsys):
     assert float(summary["boxes_evaluated"]) > 0 and summary["complete"] == "True"
 
 
+def test_cli_exits_1_and_says_so_when_every_box_failed_its_integration(tmp_path, capsys):
+    """A measurement at t = 1e9: no box's enclosure gets there within --max-steps, so
+    nothing is decided. The command said nothing and exited 0 (a bad-input audit)."""
+    data = tmp_path / "far.csv"
+    data.write_text("time,id,lower,upper\n1e9,x1,0,1\n")
+    code = cli.main(["estimate", str(LV), "--data", str(data), "--unknown", "p1=0.5:1.5",
+                     "--epsilon", "0.1", "--cpu", "--no-progress", "-o", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert "every one of the" in err and "nothing was decided" in err
+    summary = dict(csv.reader(open(tmp_path / "out" / "lotka_volterra.paving.summary.csv",
+                                   encoding="utf-8")))
+    assert summary["boxes_integration_failed"] == summary["boxes_evaluated"] != "0"
+
+
 # -- bad input ----------------------------------------------------------------------
 def lv_estimate(tmp_path, **overrides):
     data = write_data(tmp_path / "d.csv", "lv", [0.1, 0.2], {"x1": 1.5})

@@ -87,6 +87,22 @@ class Paving(Result):
         out["rejected"] = max(total - sum(out.values()), 0.0)
         return out
 
+    def failure_note(self) -> tuple[str | None, bool]:
+        """(what the command says on stderr about boxes whose enclosure could not be
+        carried through the data times, or None; whether every box evaluated failed,
+        so that nothing was decided: the command's exit status 1)."""
+        failed = int(self.statistics.get("boxes_integration_failed", 0) or 0)
+        evaluated = int(self.statistics.get("boxes_evaluated", 0) or 0)
+        if not failed:
+            return None, False
+        every = failed >= evaluated > 0
+        text = (f"{'every one' if every else f'{failed:,}'} of the {evaluated:,} boxes "
+                f"evaluated failed to carry its enclosure through the data times (kept as "
+                f"undetermined, never rejected)"
+                + ("; nothing was decided: try a larger --max-steps or --max-halvings, "
+                   "or check the data times" if every else ""))
+        return text, every
+
     def contains(self, point) -> str:
         """'feasible', 'undetermined' or 'rejected' for a point of the search space."""
         point = np.asarray(point, dtype=float).reshape(1, -1)
