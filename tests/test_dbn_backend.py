@@ -242,6 +242,22 @@ def test_a_model_without_states_is_refused_by_name(tmp_path):
                     slice_time=0.5)
 
 
+def test_cli_says_how_many_trajectories_failed_and_were_left_out(tmp_path, capsys):
+    """One RK4 step a slice of 3 time units: wide p1 blows some trajectories up. They
+    were dropped from the counts without a word (a bad-input audit)."""
+    code = cli.main(["dbn", str(LV), "--ensemble", "20", "--slices", "3", "--slice-time",
+                     "3", "--steps", "1", "--sample", "p1=uniform:0.1:5", "--cpu",
+                     "--no-progress", "-o", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    loaded = sbmlgpu.dbn(LV, device="cpu", progress=False, ensemble=20, slices=3,
+                         slice_time=3, steps=1, sample={"p1": "uniform:0.1:5"})
+    failed = loaded.metadata["failed_trajectories"]
+    assert 0 < failed < 20  # the case this test is about
+    assert f"{failed} of 20 trajectories failed (non_finite {failed}" in err
+    assert "left out of the counts" in err
+
+
 def test_cli_writes_marginals_counts_and_plot(tmp_path, capsys):
     command = ["dbn", str(LV), "--ensemble", "300", "--sample", "x1=uniform:5:15",
                "--slices", "4", "--slice-time", "0.5", "--steps", "10", "--bins", "4",

@@ -193,6 +193,22 @@ class DbnResult(Result):
     #: configurations no trajectory visited (see dbn_inference)
     unvisited_mass: np.ndarray | None = None
 
+    def failure_note(self) -> tuple[str | None, bool]:
+        """(what the command says on stderr about trajectories that failed and were
+        left out of the counts, or None; False: a run where all failed raised instead)."""
+        failed = int(self.metadata.get("failed_trajectories", 0) or 0)
+        if not failed:
+            return None, False
+        total = int(self.metadata.get("trajectories", 0) or 0)
+        statuses = ", ".join(f"{name} {k:,}" for name, k in
+                             (self.metadata.get("failed_status") or {}).items())
+        members = list(self.metadata.get("failed_members") or [])
+        shown = ", ".join(map(str, members[:5])) + (", ..." if failed > 5 else "")
+        return (f"{failed:,} of {total:,} trajectories failed ({statuses}; members "
+                f"{shown}) and are left out of the counts: the marginals and tables are "
+                f"those of the other {total - failed:,} (which may bias them; more --steps "
+                f"a slice where the failures are non_finite)"), False
+
     def __post_init__(self):
         self.variables = tuple(str(v) for v in self.variables)
         nv = len(self.variables)
