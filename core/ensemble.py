@@ -165,6 +165,9 @@ def parse_distribution(text: str, option: str = "sample") -> Distribution:
         raise OptionError(option, f"{text!r}: the numbers must be finite")
     if kind in ("uniform", "loguniform") and not args[0] < args[1]:
         raise OptionError(option, f"{text!r}: LOW must be below HIGH")
+    # draws outside the double range came out as inf, blamed on the model later
+    if kind == "uniform" and not math.isfinite(args[1] - args[0]):
+        raise OptionError(option, f"{text!r}: HIGH - LOW is beyond the double range")
     if kind == "loguniform" and args[0] <= 0:
         raise OptionError(option, f"{text!r}: loguniform needs 0 < LOW")
     if kind == "normal":
@@ -172,7 +175,28 @@ def parse_distribution(text: str, option: str = "sample") -> Distribution:
             raise OptionError(option, f"{text!r}: the sd must be positive")
         if len(args) == 4 and not args[2] < args[3]:
             raise OptionError(option, f"{text!r}: LOW must be below HIGH")
+        if not math.isfinite(abs(args[0]) + 10.0 * args[1]):
+            raise OptionError(option, f"{text!r}: the sd is beyond what doubles can draw")
+        if len(args) == 4:
+            _check_truncation(text, option, *args)
     return Distribution(kind, args)
+
+
+def _check_truncation(text: str, option: str, mean: float, sd: float, low: float,
+                      high: float) -> None:
+    """OptionError where the normal truncated to [low, high] cannot be drawn in
+    doubles: an interval many sds from the mean (normal:0:1e-300:1:2, 1e300 sds out)
+    made the inverse CDF return inf or NaN for every member."""
+    from scipy.stats import truncnorm
+
+    with np.errstate(all="ignore"):
+        ends = truncnorm.ppf(np.array([1e-12, 0.5, 1.0 - 1e-12]), (low - mean) / sd,
+                             (high - mean) / sd, loc=mean, scale=sd)
+    if not (np.all(np.isfinite(ends)) and np.all((low <= ends) & (ends <= high))):
+        far = min(abs(low - mean), abs(high - mean)) / sd
+        raise OptionError(option, f"{text!r}: [LOW, HIGH] lies {far:.3g} sds from the mean, "
+                                  f"too far out in the tail to draw from; give a larger sd "
+                                  f"or use uniform:LOW:HIGH")
 
 
 def parse_sample(text: str, option: str = "sample") -> tuple[str, Distribution]:

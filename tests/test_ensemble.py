@@ -104,10 +104,20 @@ def test_sampled_distributions_have_the_right_law():
     ("normal:1:-1", "sd must be positive"),
     ("normal:1:1:2:1", "LOW must be below HIGH"),
     ("uniform:a:1", "not a number"),
+    # draws that would be inf for every member (a bad-input audit)
+    ("uniform:-1e308:1e308", "beyond the double range"),
+    ("normal:0:1e308", "sd is beyond"),
+    ("normal:0:1e-300:1:2", "1e[+]300 sds from the mean"),
 ])
 def test_bad_distribution_specs(text, match):
     with pytest.raises(OptionError, match=match):
         parse_distribution(text)
+
+
+def test_a_truncated_normal_far_in_its_tail_is_still_drawn_inside_its_bounds():
+    """30 sds out is drawable (scipy's truncnorm): not refused by the tail check."""
+    values = sample({"x": parse_distribution("normal:0:1:30:31")}, 1000, seed=3)["x"]
+    assert np.all(np.isfinite(values)) and values.min() >= 30 and values.max() <= 31
 
 
 def test_parse_sample_needs_id_equals_spec():
