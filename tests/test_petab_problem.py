@@ -338,3 +338,22 @@ def test_a_measurement_or_time_that_is_no_number_is_named_by_line(tmp_path, colu
     with pytest.raises(OptionError, match=re.escape(f"{column} column holds a value") + ".*"
                        + re.escape(shown)):
         simulate_problem(path)
+
+
+def test_a_noise_sigma_that_is_not_positive_is_not_scored(problem):
+    """sigma_A (lin/normal observable) of -0.2 in a set: the normal's sigma**2 scored it
+    as +0.2, a finite likelihood with status ok (a bad-input audit). Now the set's
+    objective is NaN with non_finite_objective, whose message names a sigma that is not
+    positive; on the numpy path (simulate_problem) and the compiled one (the prepared
+    objective), the set beside it scored as without it."""
+    from sbmlgpu.petab import objective
+    from sbmlgpu.petab.result import NON_FINITE_OBJECTIVE
+
+    sets = {"sigma_A": [0.2, -0.2]}
+    table = problem.parent / "sets_negative_sigma.csv"
+    table.write_text("sigma_A\n0.2\n-0.2\n")
+    for result in (simulate_problem(problem, parameters=table, device="cpu"),
+                   objective(problem, device="cpu")(sets)):
+        assert result.status.tolist() == [0, int(NON_FINITE_OBJECTIVE)]
+        assert np.isfinite(result.nll[0]) and np.isnan(result.nll[1])
+    assert "not positive" in NON_FINITE_OBJECTIVE.message

@@ -149,3 +149,30 @@ def test_a_formula_the_kernel_cannot_print_leaves_the_rows_to_numpy(monkeypatch)
     assert len(first.rows) == len(second.rows) == 252
     assert np.isfinite(first.simulation[:, first.status == 0]).all()
     np.testing.assert_array_equal(first.nll, second.nll)
+
+
+def test_a_sigma_that_is_not_positive_fails_the_set_on_the_gpu_path_too(fake_gpu, tmp_path):  # noqa: F811
+    """The objective kernel (reduced on a fake GPU, which runs its host build; the rows
+    at t = inf by the same build) gives a set with sigma_A < 0 no finite objective, as
+    numpy does on the CPU path: the normal's sigma**2 had scored it as |sigma_A|."""
+    from sbmlgpu.petab import objective
+    from sbmlgpu.petab.result import NON_FINITE_OBJECTIVE
+    from sbmlgpu.petab.values import sampled_sets
+
+    # sigma_A only as the normal observable's sigma (the laplace row's log(2 sigma)
+    # was NaN for a negative one before too)
+    laplace_row = "obs_scaled\t\tc2\t8.3\tinf\t2\tsigma_A\n"
+    assert MEASUREMENTS.count(laplace_row) == 1
+    yaml = write_problem(tmp_path, **{"measurements.tsv": MEASUREMENTS.replace(
+        laplace_row, laplace_row.replace("sigma_A", "0.3"))})
+    options = {"method": "rodas4"}
+    gpu = objective(yaml, device=[0], options=options)
+    sets = dict(sampled_sets(gpu.problem, 3, 2))
+    sets["sigma_A"] = np.array([0.2, -0.2, 0.3])
+    on_gpu = gpu.evaluate(sets)
+    assert on_gpu.reduced_on_device and fake_gpu.objectives[-1].launched
+    on_cpu = objective(yaml, device="cpu", options=options).evaluate(sets)
+    for result in (on_gpu, on_cpu):
+        assert result.status.tolist() == [0, int(NON_FINITE_OBJECTIVE), 0]
+        assert np.isnan(result.nll[1]) and np.isfinite(result.nll[[0, 2]]).all()
+    np.testing.assert_allclose(on_gpu.nll[[0, 2]], on_cpu.nll[[0, 2]], rtol=1e-12, atol=1e-9)

@@ -19,6 +19,9 @@ def _group_terms(m: np.ndarray, y: np.ndarray, s: np.ndarray, scale: str,
     and one noise model: m (k, 1) measurements, y and s (k, n) simulations and sigmas.
     A scale other than log / log10 is lin, a distribution other than normal laplace."""
     with np.errstate(all="ignore"):
+        # a sigma that is not positive is no noise model: NaN, so the set's objective is
+        # not finite (the normal's s**2 scored a negative sigma as its absolute value)
+        s = np.where(s > 0, s, np.nan)
         # the Jacobian of the transformation at the measurement (1 on the lin scale)
         if scale == "log":
             residual, jacobian = (np.log(y) - np.log(m)) / s, m

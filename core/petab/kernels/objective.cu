@@ -82,6 +82,9 @@ SBMLGPU_HD void petab_row_terms(int observable, const petab_row* row, double mea
     double s = y, m = measurement, jacobian = 1.0;
     if (scale == 1) { s = log(y); m = log(measurement); jacobian = measurement; }
     else if (scale == 2) { s = log10(y); m = log10(measurement); jacobian = measurement * PETAB_LOG10; }
+    /* a sigma that is not positive is no noise model: the normal's sigma^2 would score
+       a negative one as its absolute value (likelihood.py does the same) */
+    if (!(sigma > 0.0)) sigma = NAN;
     const double r = (s - m) / sigma;
     if (laplace) *nll += log(2.0 * sigma * jacobian) + fabs(r);
     else *nll += 0.5 * log(PETAB_TWO_PI * (sigma * sigma) * (jacobian * jacobian)) + 0.5 * r * r;
