@@ -17,6 +17,7 @@ from pathlib import Path
 from . import __version__
 from .combine import cli as combine_cli
 from .errors import OptionError, SbmlGpuError
+from .settings import make_output_folder, output_folder
 from .petab.command import add_command as add_petab_command
 
 EXIT_RUN_FAILED = 1  # every member of the run failed
@@ -89,7 +90,7 @@ def _add_task_command(sub, task_cls, argv: list[str]) -> None:
                         f"[default: {_default_backend_text(task_cls)}]")
     add_task_arguments(p, task_cls)
     o = p.add_argument_group("output")
-    o.add_argument("-o", "--outdir", required=True, metavar="OUTDIR",
+    o.add_argument("-o", "--outdir", required=True, metavar="OUTDIR", type=output_folder,
                    help="folder for the result files (created if missing)")
     formats = list(plugin_manager.writers(task_cls.kind))
     o.add_argument("--format", default="csv", choices=formats,
@@ -244,7 +245,7 @@ def cmd_task(args) -> int:
     result = outcome.result
     if (result.metadata or {}).get("mpi_rank", 0) != 0:
         return 0  # an MPI rank other than the root: rank 0 writes the result
-    outdir.mkdir(parents=True, exist_ok=True)
+    make_output_folder(outdir)
     stem = Path(args.model).stem
     files = list(outcome.files)
     suffix = plugin_manager.writer_suffix(task_cls.kind, args.format)

@@ -140,6 +140,31 @@ def pair(value: Callable[[str], Any] = str, what: str = "VALUE"):
     return parse
 
 
+def output_folder(text: str) -> str:
+    """-o OUTDIR: a folder name that is not empty and not an existing file (an empty
+    one wrote into the working directory, a file gave the OS's "File exists")."""
+    import argparse
+    from pathlib import Path
+
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty name: give the folder for the results")
+    if Path(text).exists() and not Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: exists and is not a folder")
+    return text
+
+
+def make_output_folder(path) -> None:
+    """Create the results folder -o names (with its parents), an OptionError naming it
+    where the OS refuses (a read-only place, /proc)."""
+    from pathlib import Path
+
+    try:
+        Path(path).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OptionError("outdir", f"{path}: cannot create the folder "
+                                    f"({exc.strerror or exc})") from None
+
+
 def interval(text: str) -> tuple[float, float]:
     """`LOW:HIGH` -> (low, high), finite with low <= high."""
     parts = text.split(":")

@@ -3,6 +3,7 @@ sbmlgpu.combine (core/cli.py registers it with `add_command`)."""
 
 from __future__ import annotations
 
+from ..settings import make_output_folder, output_folder
 from . import kisao
 
 
@@ -19,7 +20,7 @@ def add_command(sub) -> None:
                "message names the SED-ML file and the element).")
     p.add_argument("-i", "--archive", required=True, metavar="ARCHIVE.omex",
                    help="the COMBINE archive")
-    p.add_argument("-o", "--outdir", required=True, metavar="OUTDIR",
+    p.add_argument("-o", "--outdir", required=True, metavar="OUTDIR", type=output_folder,
                    help="folder for reports.h5, the CSV reports and the plots (created if "
                         "missing)")
     p.add_argument("--backend", default=None, metavar="NAME",
@@ -39,6 +40,7 @@ def add_command(sub) -> None:
 def cmd_omex(args) -> int:
     from .runner import run_omex
 
+    make_output_folder(args.outdir)
     outcome = run_omex(args.archive, args.outdir, backend=args.backend,
                        device="cpu" if args.cpu else "auto",
                        algorithm_substitution=args.algorithm_substitution,

@@ -7,6 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..settings import make_output_folder, output_folder
+
 BACKENDS = ("ode", "reference")
 
 
@@ -24,7 +26,7 @@ def add_command(sub) -> None:
                "member failed, 2 for bad input or a problem we do not support (the "
                "message says what and where). docs/petab.md has examples.")
     p.add_argument("problem", metavar="PROBLEM.yaml", help="PEtab problem (YAML)")
-    p.add_argument("-o", "--outdir", required=True, metavar="OUTDIR",
+    p.add_argument("-o", "--outdir", required=True, metavar="OUTDIR", type=output_folder,
                    help="folder for the result files (created if missing)")
     p.add_argument("--seed", type=int, default=0, help="seed of the sampler [default: 0]")
     e = p.add_mutually_exclusive_group()
@@ -52,6 +54,7 @@ def main_from_args(args: argparse.Namespace) -> int:
                               seed=args.seed, backend=args.backend,
                               device="cpu" if args.cpu else "auto")
     outdir = Path(args.outdir)
+    make_output_folder(outdir)
     ensemble = args.ensemble is not None or args.parameters is not None
     files = result.write_objective(outdir) if ensemble else result.write_nominal(outdir)
     for path in files:
