@@ -46,6 +46,10 @@ def test_case_selection():
     for bad in ("a-b", "5-1", "1;2"):
         with pytest.raises(OptionError):
             testsuite.parse_selection(bad)
+    # an empty list (a shell variable left empty) ran every case
+    for empty in ("", " ", ","):
+        with pytest.raises(OptionError, match="no case numbers"):
+            testsuite.parse_selection(empty)
 
 
 def test_settings_semantic_and_stochastic(tmp_path):
@@ -129,6 +133,11 @@ def test_backend_options_are_parsed_and_checked_before_any_case(tmp_path, capsys
     assert "mthod" in err and "bdx" in err and "needs --backend" in err
     # text where a number belongs: one error naming the option (was a TypeError from
     # comparing it with the option's minimum, an internal error or a failure per case)
+    for flag, value, words in (("--timeout", "-1", "finite number >= 0"),
+                               ("--timeout", "nan", "finite number >= 0"),
+                               ("--seed", "-1", "0 to 2^64 - 1")):
+        assert run_cli(tmp_path, flag, value)[0] == 2
+        assert words in capsys.readouterr().err
     for bad in ("rtol=abc", "max-steps=abc"):
         assert run_cli(tmp_path, "--backend", "ode", "--backend-option", bad)[0] == 2
         name = bad.split("=")[0]

@@ -178,9 +178,13 @@ def read_results(path: Path) -> tuple[np.ndarray, dict[str, np.ndarray]]:
 
 
 def parse_selection(text: str | None) -> set[int] | None:
-    """'1-100,250' -> {1, ..., 100, 250}; None or '' -> None (all cases)."""
-    if not text:
+    """'1-100,250' -> {1, ..., 100, 250}; None -> None (all cases). An empty or blank
+    list is an OptionError: `--cases ""` (a shell variable left empty) ran all 1,457."""
+    if text is None:
         return None
+    if not text.strip(" ,"):
+        raise OptionError("cases", f"{text!r}: no case numbers (leave --cases out to run "
+                                   f"every case)")
     chosen: set[int] = set()
     for part in text.split(","):
         part = part.strip()

@@ -58,6 +58,11 @@ def main_from_args(args: argparse.Namespace, out=None) -> int:
             raise OptionError("jobs", f"{args.jobs}: need at least 1")
         if args.stochastic_runs < 2:
             raise OptionError("stochastic-runs", f"{args.stochastic_runs}: need at least 2")
+        if not 0 <= args.timeout < float("inf"):  # (NaN fails too)
+            raise OptionError("timeout", f"{args.timeout}: seconds per case, a finite "
+                                         f"number >= 0 (0: none)")
+        if not 0 <= args.seed < 2**64:
+            raise OptionError("seed", f"{args.seed}: need an integer from 0 to 2^64 - 1")
         options = backend_options(args.backend_options)
         if options and args.backend is None:
             raise OptionError("backend-option", "needs --backend (the CPU reference takes none)")
