@@ -308,7 +308,11 @@ def _petab_row(row: dict, where: str, option: str) -> PetabParameter:
     if scale not in ("lin", "log", "log10"):
         raise OptionError(option, f"{where}: parameterScale {scale!r} of {pid} is not "
                                   f"lin, log or log10")
-    estimate = row["estimate"].strip() in ("1", "1.0", "true", "True")
+    flag = (row["estimate"] or "").strip()
+    if flag not in ("0", "1", "0.0", "1.0", "true", "false", "True", "False"):
+        raise OptionError(option, f"{where}: estimate of {pid} is {flag!r}; PEtab allows 0 "
+                                  f"or 1")
+    estimate = flag in ("1", "1.0", "true", "True")
 
     def value(column: str) -> float:
         text = (row.get(column) or "").strip()

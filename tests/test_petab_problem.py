@@ -357,3 +357,18 @@ def test_a_noise_sigma_that_is_not_positive_is_not_scored(problem):
         assert result.status.tolist() == [0, int(NON_FINITE_OBJECTIVE)]
         assert np.isfinite(result.nll[0]) and np.isnan(result.nll[1])
     assert "not positive" in NON_FINITE_OBJECTIVE.message
+
+
+def test_a_measurement_table_of_a_header_only_is_refused(tmp_path):
+    path = write_problem(tmp_path, **{"measurements.tsv": MEASUREMENTS.split("\n")[0] + "\n"})
+    with pytest.raises(OptionError, match="the measurement table has no rows"):
+        simulate_problem(path)
+
+
+@pytest.mark.parametrize("flag", ["2", "yes", ""])
+def test_an_estimate_flag_other_than_0_or_1_is_refused(tmp_path, flag):
+    table = PARAMETERS.replace("kp_c2\tlin\t0\t5\t2\t1", f"kp_c2\tlin\t0\t5\t2\t{flag}")
+    assert table != PARAMETERS
+    path = write_problem(tmp_path, **{"parameters.tsv": table})
+    with pytest.raises(OptionError, match=f"estimate of kp_c2 is {flag!r}; PEtab allows 0 or 1"):
+        simulate_problem(path)

@@ -136,6 +136,8 @@ def check_measurements(p: PetabProblem) -> None:
         raise OptionError(OPTION, f"{p.path}: the measurement table has no column "
                                   f"{', '.join(missing)} (PEtab v1 needs "
                                   f"{', '.join(MEASUREMENT_COLUMNS)})")
+    if not len(meas):  # a log-likelihood of -0 was written for a table of a header only
+        raise OptionError(OPTION, f"{p.path}: the measurement table has no rows")
     for column in ("time", "measurement"):
         values = pd.to_numeric(meas[column], errors="coerce")
         bad = np.flatnonzero(values.isna().to_numpy()
