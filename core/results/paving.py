@@ -97,7 +97,7 @@ class Paving(Result):
             return None, False
         every = failed >= evaluated > 0
         text = (f"{'every one' if every else f'{failed:,}'} of the {evaluated:,} boxes "
-                f"evaluated failed to carry its enclosure through the data times (kept as "
+                f"evaluated failed to carry their enclosure through the data times (kept as "
                 f"undetermined, never rejected)"
                 + ("; nothing was decided: try a larger --max-steps or --max-halvings, "
                    "or check the data times" if every else ""))
