@@ -109,3 +109,30 @@ def test_rows_at_t_inf_of_an_ensemble_on_the_gpu(gpu_device, monkeypatch):
     both = (gpu.status == int(Status.ok)) & (cpu.status == int(Status.ok))
     assert both.sum() > 1_500
     np.testing.assert_allclose(gpu.nll[both], cpu.nll[both], rtol=1e-4)
+
+
+def test_a_sigma_that_is_not_positive_fails_the_set_in_the_gpu_kernel(gpu_device, tmp_path):
+    """The objective kernel on the GPU (not its host build, as
+    tests/test_petab_steady_rows.py checks it) gives a set with sigma_A < 0 no finite
+    objective, as numpy does on the CPU path; the sets beside it score as on the CPU."""
+    from sbmlgpu.petab import objective
+    from sbmlgpu.petab.result import NON_FINITE_OBJECTIVE
+    from sbmlgpu.petab.values import sampled_sets
+
+    from .test_petab_problem import MEASUREMENTS, write_problem
+
+    laplace_row = "obs_scaled\t\tc2\t8.3\tinf\t2\tsigma_A\n"
+    assert MEASUREMENTS.count(laplace_row) == 1
+    yaml = write_problem(tmp_path, **{"measurements.tsv": MEASUREMENTS.replace(
+        laplace_row, laplace_row.replace("sigma_A", "0.3"))})
+    options = {"method": "rodas4"}
+    gpu = objective(yaml, device=[gpu_device.index], options=options)
+    sets = dict(sampled_sets(gpu.problem, 3, 2))
+    sets["sigma_A"] = np.array([0.2, -0.2, 0.3])
+    on_gpu = gpu.evaluate(sets)
+    assert on_gpu.reduced_on_device
+    on_cpu = objective(yaml, device="cpu", options=options).evaluate(sets)
+    for result in (on_gpu, on_cpu):
+        assert result.status.tolist() == [0, int(NON_FINITE_OBJECTIVE), 0]
+        assert np.isnan(result.nll[1]) and np.isfinite(result.nll[[0, 2]]).all()
+    np.testing.assert_allclose(on_gpu.nll[[0, 2]], on_cpu.nll[[0, 2]], rtol=1e-6)
