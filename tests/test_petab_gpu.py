@@ -119,7 +119,8 @@ def test_a_sigma_that_is_not_positive_fails_the_set_in_the_gpu_kernel(gpu_device
     from sbmlgpu.petab.result import NON_FINITE_OBJECTIVE
     from sbmlgpu.petab.values import sampled_sets
 
-    from .test_petab_problem import MEASUREMENTS, write_problem
+    from .test_petab_problem import write_problem
+    from .test_petab_steady_rows import MEASUREMENTS
 
     laplace_row = "obs_scaled\t\tc2\t8.3\tinf\t2\tsigma_A\n"
     assert MEASUREMENTS.count(laplace_row) == 1
