@@ -57,12 +57,19 @@ def option_name(f: dataclasses.Field) -> str:
 @functools.lru_cache(maxsize=None)
 def _rules(cls) -> tuple:
     """Each field's (name, user-facing name, required, choices, minimum, maximum, is a
-    switch), read once per class: every run validates its task and options (issue
+    switch, may be infinite), read once per class: every run validates its task and options (issue
     13's fixed cost)."""
     return tuple((f.name, option_name(f), bool(f.metadata.get("required")),
                   f.metadata.get("choices"), f.metadata.get("minimum"),
-                  f.metadata.get("maximum"), f.type in (bool, "bool"))
+                  f.metadata.get("maximum"), f.type in (bool, "bool"),
+                  _is_infinite(f.default))
                  for f in dataclasses.fields(cls))
+
+
+def _is_infinite(value) -> bool:
+    """Whether a field's default is +-inf: a limit whose "none" is inf (cme's
+    --max-seconds) may be given as inf; other bounded numbers may not."""
+    return isinstance(value, float) and math.isinf(value)
 
 
 @functools.lru_cache(maxsize=None)
@@ -76,7 +83,7 @@ class Settings:
 
     def validate(self):
         """Check every field against its declaration, then `check()`; returns self."""
-        for field_name, name, required, choices, minimum, maximum, switch in \
+        for field_name, name, required, choices, minimum, maximum, switch, infinite_ok in \
                 _rules(type(self)):
             value = getattr(self, field_name)
             if required and value is None:
@@ -95,6 +102,13 @@ class Settings:
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 if isinstance(value, float) and math.isnan(value):
                     raise OptionError(name, "NaN is not a value")
+                # a bounded number is finite: an infinite tolerance or step would be
+                # taken at its word (--rtol inf integrated in one unchecked step and
+                # wrote a wrong answer); limits say "none" with 0, unless inf is
+                # their default
+                if isinstance(value, float) and math.isinf(value) and not infinite_ok and (
+                        minimum is not None or maximum is not None):
+                    raise OptionError(name, f"{value!r} is not a finite number")
                 if minimum is not None and value < minimum:
                     raise OptionError(name, f"{value!r} is below the minimum {minimum}")
                 if maximum is not None and value > maximum:
