@@ -195,6 +195,35 @@ def check_delay(delay, event_id: str, source: str) -> None:
             "error", f"event {event_id}: its delay is {delay}; SBML requires a delay >= 0"),))
 
 
+def check_delay_lags(net: ir.Network, source: str) -> None:
+    """SBMLImportError for a delay(x, d) whose d is negative (or NaN) at the model's
+    own values: SBML requires d >= 0, and the integrators would read a look-up into
+    the future as the present state, a silently wrong answer. d of constants only
+    (numbers, constant parameters and compartments without initial assignments or
+    rules); a d that changes as the model runs is not checked here."""
+    fixed = {ir.sym(p.id): sp.Float(p.value) for p in net.parameters
+             if p.constant and p.value is not None}
+    fixed.update({ir.sym(c.id): sp.Float(c.size) for c in net.compartments
+                  if c.constant and c.size is not None})
+    for name in (*net.initial_assignment_by_variable, *net.assignment_rule_by_variable):
+        fixed.pop(ir.sym(name), None)
+    problems = []
+    for where, expr in net.all_math():
+        if not isinstance(expr, sp.Basic) or not expr.has(ir.Delay):
+            continue
+        for call in expr.atoms(ir.Delay):
+            lag = call.args[1].xreplace(fixed)
+            if not lag.is_number:
+                continue
+            value = complex(lag.evalf())
+            if math.isnan(value.real) or value.imag != 0 or value.real < 0:
+                x, d = call.args
+                problems.append(SBMLProblem("error", f"{where}: delay({x}, {d}) has the delay "
+                                            f"{value.real:g}; SBML requires a delay >= 0"))
+    if problems:
+        raise SBMLImportError(source, "a delay() is negative", tuple(problems))
+
+
 def order_assignment_rules(net: ir.Network) -> tuple[ir.AssignmentRule, ...]:
     """Assignment rules in an order where each uses only rules before it.
 

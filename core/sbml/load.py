@@ -10,7 +10,7 @@ from ..errors import SBMLImportError
 from ..ir import Network
 from . import convert
 from .algebraic import solve_algebraic_rules
-from .build import NetworkBuilder, order_assignment_rules
+from .build import NetworkBuilder, check_delay_lags, order_assignment_rules
 from .read import check_consistency, check_read, read_document
 
 
@@ -46,6 +46,7 @@ def load(source, *, validate: bool = True) -> Network:
     net = replace(net, assignment_rules=order_assignment_rules(net))
     net = solve_algebraic_rules(net)
     net = replace(net, assignment_rules=order_assignment_rules(net))
+    check_delay_lags(net, name)
     notes = list(builder.notes)
     if flattened:
         notes.append("comp submodels flattened by libsbml")
