@@ -240,3 +240,31 @@ def test_max_states_stops_before_allocating_more():
     assert "more than 100 states" in text and "reached 100" in text
     assert "GiB" in text and "memory available" in text
     assert enumerate_states(m, {"X": 99}, {}, max_states=100).n == 100  # exactly fits
+
+
+def test_a_search_with_progress_reports_its_count_and_finds_the_same_space(monkeypatch, capsys):
+    """Bounds far too large enumerated for minutes without a word (a bad-input audit):
+    with `progress` the search runs in a thread and its count (written every 65,536
+    states) is shown against the most states possible; where stderr is no terminal, as
+    lines. 2**17 + 1 states: the count passes two of the writes."""
+    from sbmlgpu.plugins.cme import statespace
+
+    monkeypatch.setattr(statespace, "PROGRESS_DELAY", 0.0)
+    m = model.build(birth_death())
+    bound = 2**17
+    shown = enumerate_states(m, {"X": bound}, {}, progress=True)
+    plain = enumerate_states(m, {"X": bound}, {})
+    assert shown.n == plain.n == bound + 1
+    assert np.array_equal(shown.states, plain.states)
+    assert np.array_equal(shown.targets, plain.targets)
+    err = capsys.readouterr().err
+    assert f"{bound + 1:,} of {bound + 1:,} possible states enumerated (100 %)" in err
+
+
+def test_a_failed_search_with_progress_raises_as_without(monkeypatch):
+    from sbmlgpu.plugins.cme import statespace
+
+    monkeypatch.setattr(statespace, "PROGRESS_DELAY", 0.0)
+    m = model.build(birth_death())
+    with pytest.raises(OptionError, match="more than 1,000 states"):
+        enumerate_states(m, {"X": 5000}, {}, max_states=1000, progress=True)

@@ -39,7 +39,8 @@ class CmeProgram(Program):
         settings = self.options.solver_settings(task.tol)  # bad --tol: before any work
         start = time.perf_counter()
         space = enumerate_states(self.model, task.bounds, task.initial,
-                                 max_states=self.options.max_states or None)
+                                 max_states=self.options.max_states or None,
+                                 progress=getattr(task, "progress", True))
         timings["enumerate_s"] = time.perf_counter() - start
         mark = time.perf_counter()
         engine, engine_info = (self._gpu_engine(space) if self.device is not None

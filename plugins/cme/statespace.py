@@ -19,13 +19,16 @@ boundary states is the truncation-error indicator.
 Memory is checked before it is spent: the search stops when it reaches
 `max_states`, or as many states as the memory available holds, with an
 OptionError that states the count reached, the bytes needed and the memory there
-is. Indices are int32, so 2**31 - 1 states at most.
+is. Indices are int32, so 2**31 - 1 states at most. With `progress`, a search
+that lasts shows the states found so far against the most the memory allows (bounds
+far too large enumerated for minutes without a word before the OptionError).
 """
 
 from __future__ import annotations
 
 import ctypes
 import math
+import threading
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -39,6 +42,10 @@ from sbmlgpu.runtime.host_memory import available_memory
 from .conservation import check_given, resolve_bounds
 from .model import PACKAGE, CmeModel
 
+#: seconds before the enumeration's progress shows (schedule.progress's default) and
+#: between two looks at its count
+PROGRESS_DELAY = None
+PROGRESS_POLL_S = 0.25
 #: The most states an int32 index can name.
 MOST_STATES = 2**31 - 1
 #: Lookup of a state: "direct" index over the box prod(bound + 1), "hash" table, or
@@ -120,12 +127,13 @@ def _ptr(array: np.ndarray, ctype):
 
 def enumerate_states(model: CmeModel, bounds: Mapping[str, int],
                      initial: Mapping[str, float] | None = None,
-                     max_states: int | None = None, *, lookup: str = "auto") -> StateSpace:
+                     max_states: int | None = None, *, lookup: str = "auto",
+                     progress: bool = False) -> StateSpace:
     """The StateSpace reachable from the model's initial state (with `initial`
     overrides) under `bounds` (with conservation laws for the species it omits).
     `max_states`: refuse more (None: as many as memory holds). OptionError for bad
     bounds or initial values and for a space too large; PropensityError for a law
-    that is no propensity."""
+    that is no propensity. `progress`: show the count while the search runs."""
     if lookup not in LOOKUPS:
         raise ValueError(f"lookup must be one of {LOOKUPS}, not {lookup!r}")
     if max_states is not None and (isinstance(max_states, bool) or int(max_states) != max_states
@@ -153,9 +161,10 @@ def enumerate_states(model: CmeModel, bounds: Mapping[str, int],
     delta = np.ascontiguousarray(model.stoichiometry, dtype=np.int32)
     x0_array = np.ascontiguousarray(x0, dtype=np.int32)
     info = np.zeros(_INFO_STATE + model.n_species, dtype=np.int64)
-    handle = library.cme_enumerate(_ptr(x0_array, ctypes.c_int32), _ptr(bound_array, ctypes.c_int32),
-                                   _ptr(delta, ctypes.c_int32), limit, int(direct),
-                                   _ptr(info, ctypes.c_int64))
+    args = (_ptr(x0_array, ctypes.c_int32), _ptr(bound_array, ctypes.c_int32),
+            _ptr(delta, ctypes.c_int32), limit, int(direct), _ptr(info, ctypes.c_int64))
+    handle = (_enumerate_showing_progress(library, args, info, min(box, limit)) if progress
+              else library.cme_enumerate(*args))
     if not handle:
         _raise(model, info, limit, max_states, box, per_state, table, available)
     try:
@@ -171,6 +180,28 @@ def enumerate_states(model: CmeModel, bounds: Mapping[str, int],
     return StateSpace(species=species, reaction_ids=model.reaction_ids, states=states,
                       sources=sources, targets=targets, boundary=boundary.view(bool),
                       bounds=dict(bound), bound_origin=dict(origin))
+
+
+def _enumerate_showing_progress(library, args, info: np.ndarray, most: int):
+    """cme_enumerate in a thread (ctypes lets go of the GIL) while this one shows
+    info[1], the count the search writes every 65,536 states, against `most`."""
+    from sbmlgpu.schedule.progress import Progress
+
+    done = {}
+
+    def search():
+        done["handle"] = library.cme_enumerate(*args)
+
+    worker = threading.Thread(target=search, daemon=True, name="sbmlgpu-cme-enumerate")
+    options = {} if PROGRESS_DELAY is None else {"delay": PROGRESS_DELAY}
+    with Progress(most, desc="possible states enumerated", **options) as bar:
+        worker.start()
+        while worker.is_alive():
+            worker.join(PROGRESS_POLL_S)
+            found = int(info[1])
+            if found > bar.done:
+                bar.advance(found - bar.done)
+    return done.get("handle")
 
 
 def _raise(model: CmeModel, info: np.ndarray, limit: int, max_states: int | None, box: int,
