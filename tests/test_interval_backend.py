@@ -212,6 +212,25 @@ def test_bad_estimation_input_is_an_option_error_naming_it(tmp_path, overrides, 
     assert error.value.option == option
 
 
+def test_a_max_step_that_cannot_reach_the_last_time_is_refused(tmp_path):
+    """--max-step 1e-300 held the search for good (every box stepping a million times,
+    past --time-limit, which is read between work items; a bad-input audit): a step
+    under which --max-steps cannot reach the last data time is an OptionError."""
+    with pytest.raises(OptionError, match=r"1e-300 would take more than --max-steps "
+                                          r"\(1,000,000\) steps to reach the last time, 0.2"
+                       ) as error:
+        lv_estimate(tmp_path, options={"max_step": 1e-300})
+    assert error.value.option == "max-step"
+    with pytest.raises(OptionError, match="max-step"):  # enclose() too
+        from sbmlgpu.plugins.interval.options import IntervalOptions
+
+        IntervalBackend().compile(load(LV), IntervalOptions.from_mapping(
+            {"max_step": 1e-9, "max_steps": 1000})).enclose(["p2"], [[0.0]], [[0.1]], [1.0])
+    # a step that the limit allows is still taken
+    paving = lv_estimate(tmp_path, options={"max_step": 0.2 / 1000, "max_steps": 1000})
+    assert paving.statistics["boxes_evaluated"] > 0
+
+
 def test_data_for_an_id_the_model_lacks_is_refused(tmp_path):
     path = tmp_path / "bad.csv"
     path.write_text("time,id,lower,upper\n0.1,x9,0,1\n", encoding="utf-8")

@@ -86,6 +86,7 @@ class IntervalProgram(Program):
             raise OptionError("unknown", "need finite boxes with lower <= upper")
         if np.any(times < 0) or np.any(np.diff(times) <= 0) or not np.all(np.isfinite(times)):
             raise OptionError("times", "need finite times >= 0, strictly increasing")
+        _check_step_count(self.options, float(times[-1]) if len(times) else 0.0)
         model = IntervalModel.of(self.ode, ids, (), ())
         source = interval_source(model, self.options.order)
         engine = (GpuEngine(source, self.device, self.options.block_size)
@@ -115,6 +116,7 @@ class IntervalProgram(Program):
                                  measurements.ids)
         point = _point_values(model, task)
         data = _data(measurements, model)
+        _check_step_count(o, float(data.times[-1]) if len(data.times) else 0.0)
         devices = scheduler.local_devices
         if self.kernel == "persistent" and len(devices) == 1 and scheduler.size == 1:
             return self._run_persistent(task, model, point, data, devices[0], started,
@@ -338,6 +340,18 @@ def _presplit(option: int, gpu: bool) -> int:
     if option >= 0:
         return option
     return GPU_PRESPLIT if gpu else max(int(math.log2(4 * (os.cpu_count() or 1))), 0)
+
+
+def _check_step_count(o: IntervalOptions, span: float) -> None:
+    """OptionError for a --max-step under which every box would reach --max-steps
+    before the last data time (--max-step 1e-300 held the search for good: one box
+    at a time stepping a million times, past --time-limit, which is read between
+    work items)."""
+    if o.max_step > 0 and span / o.max_step > o.max_steps:
+        raise OptionError("max-step", f"{o.max_step!r} would take more than --max-steps "
+                                      f"({o.max_steps:,}) steps to reach the last time, "
+                                      f"{span:g}: every box would stop there undecided; "
+                                      f"raise --max-step (0: as long as the data allow)")
 
 
 def _limits(o: IntervalOptions, epsilon: float = 0.0) -> Limits:
