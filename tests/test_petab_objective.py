@@ -206,3 +206,44 @@ def test_a_repeated_call_integrates_slow_members_as_the_first_did(backend):
     np.testing.assert_array_equal(again.status, first.status)
     np.testing.assert_array_equal(again.nll[ok], first.nll[ok])
     np.testing.assert_array_equal(again.chi2[ok], first.chi2[ok])
+
+
+def test_a_kept_dopri5_runs_a_stiff_later_set_with_bdf():
+    """A first call at all-ones sets keeps dopri5 (not stiff there); the nominal set is
+    stiff, and its members past --pass-steps ran dopri5 again until
+    max_steps_per_interval: NaN where simulate_problem gives 138.22. Under auto's kept
+    choice, they now run again with bdf, as after rodas4 (passes.LATER_METHODS)."""
+    from sbmlgpu.petab import objective, simulate_problem
+
+    yaml = BENCHMARK / "Boehm_JProteomeRes2014" / "Boehm_JProteomeRes2014.yaml"
+    if not yaml.is_file():
+        pytest.skip(f"no PEtab problem Boehm_JProteomeRes2014 in {BENCHMARK}")
+    prepared = objective(yaml, device="cpu")
+    first = prepared(np.ones((4, len(prepared.parameter_ids))))
+    assert prepared.method == "dopri5" and first.status.tolist() == [0] * 4
+    nominal = prepared()
+    assert nominal.status.tolist() == [0]
+    fresh = simulate_problem(yaml, device="cpu")
+    assert nominal.nll[0] == pytest.approx(fresh.nll[0], rel=1e-6)
+
+
+def test_a_kept_dopri5_hands_a_stiff_set_to_the_hosts_bdf_on_a_fake_gpu(fake_gpu):  # noqa: F811
+    """The same on the GPU path (a fake device runs the kernels' host builds): the
+    nominal set's members past --pass-steps go to the host's bdf pass, with the
+    dopri5 kernel's host build as the fallback, and score as the CPU path does."""
+    from sbmlgpu.petab import objective
+
+    yaml = BENCHMARK / "Boehm_JProteomeRes2014" / "Boehm_JProteomeRes2014.yaml"
+    if not yaml.is_file():
+        pytest.skip(f"no PEtab problem Boehm_JProteomeRes2014 in {BENCHMARK}")
+    on_gpu = objective(yaml, device=[0])
+    ones = np.ones((4, len(on_gpu.parameter_ids)))
+    assert on_gpu(ones).status.tolist() == [0] * 4
+    assert on_gpu.method == "dopri5"
+    on_cpu = objective(yaml, device="cpu")
+    on_cpu(ones)
+    nominal = {k: np.repeat(np.atleast_1d(v), 2) for k, v in on_gpu.sets().items()}
+    gpu, cpu = on_gpu.evaluate(nominal), on_cpu.evaluate(nominal)
+    assert gpu.reduced_on_device  # an ensemble of two: the GPU path's reduction
+    assert gpu.status.tolist() == cpu.status.tolist() == [0, 0]
+    np.testing.assert_allclose(gpu.nll, cpu.nll, rtol=1e-6)

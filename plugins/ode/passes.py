@@ -20,8 +20,9 @@ different merge order, and the quantiles agree within their resolution (one bin)
 as the pilot that sets the histogram range runs with the first pass's budget (its
 slow members do not widen the range).
 
-Under --method auto, members that rodas4 left past the first pass's budget run again
-with bdf (`later_method`): a member that needs more than --pass-steps (10,000) rodas4
+Under --method auto, members that rodas4 (or dopri5: auto found the ensemble
+non-stiff, but such a member is stiff where it is) left past the first pass's budget
+run again with bdf (`later_method`): a member that needs more than --pass-steps (10,000) rodas4
 steps is one where the problem is very stiff over a long span, where a variable-order
 BDF that keeps its Jacobian and LU takes far fewer and cheaper steps (the slowest of
 1,000 PEtab-sampled members alone, 2 cores: Okuonghae_ChaosSolitonsFractals2020
@@ -93,7 +94,7 @@ class StepBudget:
 
 #: under --method auto: the method that the members past --pass-steps run again with,
 #: per method of the first pass (module doc)
-LATER_METHODS = {"rodas4": "bdf"}
+LATER_METHODS = {"rodas4": "bdf", "dopri5": "bdf"}
 #: statuses of the later method that are final: others run again with the first method
 FINAL_STATUSES = (int(Status.ok), int(Status.time_limit))
 
