@@ -268,3 +268,27 @@ def test_a_failed_search_with_progress_raises_as_without(monkeypatch):
     m = model.build(birth_death())
     with pytest.raises(OptionError, match="more than 1,000 states"):
         enumerate_states(m, {"X": 5000}, {}, max_states=1000, progress=True)
+
+
+def test_an_interrupt_stops_the_search_and_leaves_no_thread(monkeypatch):
+    """Ctrl-C while the search runs (here: the first progress update raises it) sets
+    the stop request; the search stops at its next count, the interrupt goes on, and no
+    search thread is left holding a space that nothing will free."""
+    import threading
+
+    from sbmlgpu.plugins.cme import statespace
+    from sbmlgpu.schedule.progress import Progress
+
+    monkeypatch.setattr(statespace, "PROGRESS_DELAY", 0.0)
+    monkeypatch.setattr(statespace, "PROGRESS_POLL_S", 0.0005)
+
+    def interrupt(self, items):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Progress, "advance", interrupt)
+    m = model.build(birth_death())
+    with pytest.raises(KeyboardInterrupt):
+        enumerate_states(m, {"X": 2**22}, {}, progress=True)
+    assert not [t for t in threading.enumerate() if t.name == "sbmlgpu-cme-enumerate"]
+    monkeypatch.undo()
+    assert enumerate_states(m, {"X": 10}, {}, progress=True).n == 11

@@ -54,7 +54,7 @@ MOST_STATES = 2**31 - 1
 LOOKUPS = ("auto", "direct", "hash")
 
 # statespace.cpp's status codes (info[0]) and where the offending state starts in info
-_OK, _TOO_MANY, _NEGATIVE_COUNT, _NEGATIVE_PROPENSITY, _NOT_FINITE, _NO_MEMORY = range(6)
+_OK, _TOO_MANY, _NEGATIVE_COUNT, _NEGATIVE_PROPENSITY, _NOT_FINITE, _NO_MEMORY, _STOPPED = range(7)
 _INFO_STATE = 4
 
 
@@ -160,7 +160,8 @@ def enumerate_states(model: CmeModel, bounds: Mapping[str, int],
     library = _library(model)
     delta = np.ascontiguousarray(model.stoichiometry, dtype=np.int32)
     x0_array = np.ascontiguousarray(x0, dtype=np.int32)
-    info = np.zeros(_INFO_STATE + model.n_species, dtype=np.int64)
+    # the last entry is the stop request (_enumerate_showing_progress on Ctrl-C)
+    info = np.zeros(_INFO_STATE + model.n_species + 1, dtype=np.int64)
     args = (_ptr(x0_array, ctypes.c_int32), _ptr(bound_array, ctypes.c_int32),
             _ptr(delta, ctypes.c_int32), limit, int(direct), _ptr(info, ctypes.c_int64))
     handle = (_enumerate_showing_progress(library, args, info, min(box, limit)) if progress
@@ -184,7 +185,9 @@ def enumerate_states(model: CmeModel, bounds: Mapping[str, int],
 
 def _enumerate_showing_progress(library, args, info: np.ndarray, most: int):
     """cme_enumerate in a thread (ctypes lets go of the GIL) while this one shows
-    info[1], the count the search writes every 65,536 states, against `most`."""
+    info[1], the count the search writes every 65,536 states, against `most`. An
+    interrupt here (Ctrl-C) sets the stop request in info's last entry and waits for
+    the search to free what it holds, so that a Python session keeps no lost space."""
     from sbmlgpu.schedule.progress import Progress
 
     done = {}
@@ -196,11 +199,18 @@ def _enumerate_showing_progress(library, args, info: np.ndarray, most: int):
     options = {} if PROGRESS_DELAY is None else {"delay": PROGRESS_DELAY}
     with Progress(most, desc="possible states enumerated", **options) as bar:
         worker.start()
-        while worker.is_alive():
-            worker.join(PROGRESS_POLL_S)
-            found = int(info[1])
-            if found > bar.done:
-                bar.advance(found - bar.done)
+        try:
+            while worker.is_alive():
+                worker.join(PROGRESS_POLL_S)
+                found = int(info[1])
+                if found > bar.done:
+                    bar.advance(found - bar.done)
+        except BaseException:
+            info[-1] = 1
+            worker.join()
+            if done.get("handle"):  # it had just finished
+                library.cme_free(done["handle"])
+            raise
     return done.get("handle")
 
 

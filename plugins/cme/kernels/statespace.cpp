@@ -37,7 +37,9 @@
 #define CME_NEGATIVE_PROPENSITY 3
 #define CME_NOT_FINITE 4
 #define CME_NO_MEMORY 5
+#define CME_STOPPED 6            /* the caller set info[CME_INFO_STOP] (Ctrl-C while it ran) */
 #define CME_INFO_STATE 4         /* where the offending state's counts start in info */
+#define CME_INFO_STOP (CME_INFO_STATE + CME_S)  /* the caller's stop request (not cleared) */
 
 /* targets entry while searching: an edge whose target is not looked up yet */
 #define CME_PENDING (-2)
@@ -199,8 +201,13 @@ static int cme_discover(cme_space* s, const int32_t* x, int64_t slot, const int3
         return 0;
     }
     const int64_t i = s->n++;
-    if ((s->n & 0xFFFF) == 0)  /* the count so far, for statespace.py's progress line */
+    if ((s->n & 0xFFFF) == 0) {  /* the count so far, for statespace.py's progress line */
         ((volatile int64_t*)info)[1] = s->n;
+        if (((volatile int64_t*)info)[CME_INFO_STOP]) {
+            info[0] = CME_STOPPED;
+            return 0;
+        }
+    }
     memcpy(cme_state(s, i), x, CME_S * sizeof(int32_t));
     s->table[slot] = (uint32_t)(i + 1);
     uint8_t* boundary = cme_boundary(s, i);
@@ -259,7 +266,8 @@ extern "C" void cme_free(void* handle)
 
 /* Enumerate from x0. delta: (R, S) net stoichiometry; bounds: (S,); direct: use the
    direct index over the box (statespace.py checks that it fits). info: (4 + S,)
-   int64, info[0] the status, info[1] the states found. Returns the handle for
+   int64 (+ 1: info[4 + S], a stop request the search reads every 65,536 states),
+   info[0] the status, info[1] the states found. Returns the handle for
    cme_copy / cme_free, or NULL on any failure (info says which). */
 extern "C" void* cme_enumerate(const int32_t* x0, const int32_t* bounds, const int32_t* delta,
                                int64_t max_states, int32_t direct, int64_t* info)
