@@ -44,6 +44,10 @@ def test_a_kinetic_law_is_checked_too():
     ("<cn>0</cn>", 1.0, True),
     ("<ci>S</ci>", 1.0, True),    # a state: not known before it runs, not refused here
     ("<ci>d</ci>", -1.0, False),  # a variable parameter: the same
+    # lags with no value before the run (a review found these crashed the check)
+    (DELAY.format(x="<cn>2</cn>", d="<cn>1</cn>"), 1.0, True),
+    ('<apply><csymbol encoding="text" definitionURL="http://www.sbml.org/sbml/symbols/'
+     'rateOf">rateOf</csymbol><ci>d</ci></apply>', 1.0, True),
 ])
 def test_other_delays_load(d_math, value, constant):
     net = load(_rate_rule(d_math, value=value, constant=constant))

@@ -215,7 +215,10 @@ def check_delay_lags(net: ir.Network, source: str) -> None:
             lag = call.args[1].xreplace(fixed)
             if not lag.is_number:
                 continue
-            value = complex(lag.evalf())
+            try:  # a draw, a delay or rateOf of numbers has no value before it runs
+                value = complex(lag.evalf())
+            except (TypeError, ValueError):
+                continue
             if math.isnan(value.real) or value.imag != 0 or value.real < 0:
                 x, d = call.args
                 problems.append(SBMLProblem("error", f"{where}: delay({x}, {d}) has the delay "

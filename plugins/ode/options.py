@@ -32,7 +32,7 @@ class OdeOptions(BackendOptions):
                 "LU from step to step: for many steps or large systems), auto "
                 "(rodas4 if the Jacobian, at the initial state of up to 2,048 members or "
                 "along eight members' trajectories, says the ensemble is stiff over the time "
-                "span, else dopri5; members past --pass-steps run again with "
+                "span, else dopri5; where stiff, members past --pass-steps run again with "
                 "bdf, and on the CPU path an ensemble of 512 or more members runs with bdf "
                 "where a timed trial of 32 members finds it faster and failing no more "
                 "of them)", choices=METHODS)
