@@ -216,8 +216,9 @@ def test_a_max_step_that_cannot_reach_the_last_time_is_refused(tmp_path):
     """--max-step 1e-300 held the search for good (every box stepping a million times,
     past --time-limit, which is read between work items; a bad-input audit): a step
     under which --max-steps cannot reach the last data time is an OptionError."""
-    with pytest.raises(OptionError, match=r"1e-300 would take more than --max-steps "
-                                          r"\(1,000,000\) steps to reach the last time, 0.2"
+    with pytest.raises(OptionError, match=r"1e-300 would take --max-steps "
+                                          r"\(1,000,000\) steps or more to reach the last "
+                                          r"time, 0.2"
                        ) as error:
         lv_estimate(tmp_path, options={"max_step": 1e-300})
     assert error.value.option == "max-step"
@@ -226,9 +227,16 @@ def test_a_max_step_that_cannot_reach_the_last_time_is_refused(tmp_path):
 
         IntervalBackend().compile(load(LV), IntervalOptions.from_mapping(
             {"max_step": 1e-9, "max_steps": 1000})).enclose(["p2"], [[0.0]], [[0.1]], [1.0])
-    # a step that the limit allows is still taken
-    paving = lv_estimate(tmp_path, options={"max_step": 0.2 / 1000, "max_steps": 1000})
-    assert paving.statistics["boxes_evaluated"] > 0
+    # at the boundary: 1,000 steps of 0.0002 land on 0.2 at the 1,000th, past the limit
+    with pytest.raises(OptionError, match="max-step"):
+        lv_estimate(tmp_path, options={"max_step": 0.2 / 1000, "max_steps": 1000})
+    # a step that the limit allows is still taken: no box fails its integration that
+    # fails without the limit (the wide boxes' a-priori enclosures fail either way)
+    limited = lv_estimate(tmp_path, options={"max_step": 0.2 / 500, "max_steps": 1000})
+    free = lv_estimate(tmp_path, options={"max_step": 0.2 / 500, "max_steps": 100_000})
+    assert limited.statistics["boxes_evaluated"] == free.statistics["boxes_evaluated"] > 0
+    assert (limited.statistics["boxes_integration_failed"]
+            == free.statistics["boxes_integration_failed"])
 
 
 def test_data_for_an_id_the_model_lacks_is_refused(tmp_path):

@@ -347,9 +347,11 @@ def _check_step_count(o: IntervalOptions, span: float) -> None:
     before the last data time (--max-step 1e-300 held the search for good: one box
     at a time stepping a million times, past --time-limit, which is read between
     work items)."""
-    if o.max_step > 0 and span / o.max_step > o.max_steps:
-        raise OptionError("max-step", f"{o.max_step!r} would take more than --max-steps "
-                                      f"({o.max_steps:,}) steps to reach the last time, "
+    # the kernel leaves a box undecided once it has taken --max-steps steps, the one
+    # that lands on the last time included
+    if o.max_step > 0 and math.ceil(span / o.max_step) >= o.max_steps:
+        raise OptionError("max-step", f"{o.max_step!r} would take --max-steps "
+                                      f"({o.max_steps:,}) steps or more to reach the last time, "
                                       f"{span:g}: every box would stop there undecided; "
                                       f"raise --max-step (0: as long as the data allow)")
 
