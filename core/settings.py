@@ -29,7 +29,8 @@ COLLECT = (None, "list", "dict")
 def setting(default: Any, help: str, *, choices: Sequence[Any] | None = None,
             minimum: float | None = None, maximum: float | None = None, cli: bool = True,
             parse: Callable[[str], Any] | None = None, collect: str | None = None,
-            metavar: str | None = None, flag: str | None = None, required: bool = False):
+            metavar: str | None = None, flag: str | None = None, required: bool = False,
+            infinite: bool = False):
     """A declared field with its help text and checks.
 
     `choices`, `minimum`, `maximum`: checked by `Settings.validate()`. `cli`: False keeps
@@ -38,12 +39,14 @@ def setting(default: Any, help: str, *, choices: Sequence[Any] | None = None,
     ValueError for bad text), and `collect` makes the flag repeatable: "list" gathers
     the parsed values, "dict" gathers (key, value) pairs (a key given twice is an
     error). `required`: the command line must give it (the Python API checks it in
-    `validate()` as a value that is still None)."""
+    `validate()` as a value that is still None). A bounded number is finite unless
+    `infinite` (or its default is inf): a limit whose "none" is inf takes inf."""
     if collect not in COLLECT:
         raise ValueError(f"collect must be one of {COLLECT}")
     meta = {"help": help, "choices": tuple(choices) if choices is not None else None,
             "minimum": minimum, "maximum": maximum, "cli": cli, "parse": parse,
-            "collect": collect, "metavar": metavar, "flag": flag, "required": required}
+            "collect": collect, "metavar": metavar, "flag": flag, "required": required,
+            "infinite": infinite}
     if isinstance(default, (list, dict, set)):
         return field(default_factory=lambda: type(default)(default), metadata=meta)
     return field(default=default, metadata=meta)
@@ -62,7 +65,7 @@ def _rules(cls) -> tuple:
     return tuple((f.name, option_name(f), bool(f.metadata.get("required")),
                   f.metadata.get("choices"), f.metadata.get("minimum"),
                   f.metadata.get("maximum"), f.type in (bool, "bool"),
-                  _is_infinite(f.default))
+                  bool(f.metadata.get("infinite")) or _is_infinite(f.default))
                  for f in dataclasses.fields(cls))
 
 

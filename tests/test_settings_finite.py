@@ -47,6 +47,12 @@ def test_run_refuses_an_infinite_tolerance_or_step(flags, tmp_path, capsys):
     assert not (tmp_path / "out" / "lotka_volterra.csv").exists()
 
 
+def test_the_references_max_step_takes_inf_its_no_limit():
+    from sbmlgpu.plugins.reference.backend import ReferenceOptions
+
+    assert ReferenceOptions.from_mapping({"max_step": math.inf}).max_step == math.inf
+
+
 def test_cme_max_seconds_takes_inf():
     from sbmlgpu.plugins.cme.options import CmeOptions
 

@@ -38,7 +38,8 @@ class ReferenceOptions(BackendOptions):
                                   "non-stiff methods; BDF and Radau are implicit; RK45, "
                                   "DOP853, RK23 explicit", choices=METHODS)
     max_step: float | None = option(None, "largest step the integrator may take "
-                                           "(default: no limit)", minimum=0.0)
+                                           "(default: no limit, as inf)", minimum=0.0,
+                                    infinite=True)
 
     def check(self) -> None:
         if not self.atol > 0:
