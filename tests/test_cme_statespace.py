@@ -270,6 +270,17 @@ def test_a_failed_search_with_progress_raises_as_without(monkeypatch):
         enumerate_states(m, {"X": 5000}, {}, max_states=1000, progress=True)
 
 
+def test_an_error_in_the_search_thread_is_raised_in_the_caller():
+    from sbmlgpu.plugins.cme import statespace
+
+    class Broken:
+        def cme_enumerate(self, *args):
+            raise OSError("the library went away")
+
+    with pytest.raises(OSError, match="went away"):
+        statespace._enumerate_showing_progress(Broken(), (), np.zeros(6, np.int64), 10)
+
+
 def test_an_interrupt_stops_the_search_and_leaves_no_thread(monkeypatch):
     """Ctrl-C while the search runs (here: the first progress update raises it) sets
     the stop request; the search stops at its next count, the interrupt goes on, and no

@@ -193,7 +193,10 @@ def _enumerate_showing_progress(library, args, info: np.ndarray, most: int):
     done = {}
 
     def search():
-        done["handle"] = library.cme_enumerate(*args)
+        try:
+            done["handle"] = library.cme_enumerate(*args)
+        except BaseException as error:  # noqa: BLE001 - raised again in the caller
+            done["error"] = error
 
     worker = threading.Thread(target=search, daemon=True, name="sbmlgpu-cme-enumerate")
     options = {} if PROGRESS_DELAY is None else {"delay": PROGRESS_DELAY}
@@ -211,6 +214,8 @@ def _enumerate_showing_progress(library, args, info: np.ndarray, most: int):
             if done.get("handle"):  # it had just finished
                 library.cme_free(done["handle"])
             raise
+    if "error" in done:
+        raise done["error"]
     return done.get("handle")
 
 
