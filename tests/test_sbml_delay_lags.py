@@ -27,10 +27,20 @@ def _rate_rule(d_math: str, *, value: float = -1.0, constant: bool = True) -> st
     ("<apply><minus/><ci>d</ci><cn>1</cn></apply>", "-2"),          # arithmetic of both
 ])
 def test_a_negative_constant_delay_is_refused_naming_where(d_math, shown):
-    with pytest.raises(SBMLImportError, match="a delay\\(\\) is negative") as info:
+    with pytest.raises(SBMLImportError, match="a delay\\(\\) is negative or not a number") as info:
         load(_rate_rule(d_math))
     assert f"rateRule S: delay(S, " in str(info.value)
     assert f"has the delay {shown}; SBML requires a delay >= 0" in str(info.value)
+
+
+@pytest.mark.parametrize("d_math", [
+    "<apply><root/><cn>-1</cn></apply>",                     # sqrt(-1): imaginary
+    "<apply><divide/><cn>1</cn><cn>0</cn></apply>",          # zoo
+])
+def test_a_delay_that_is_no_real_number_is_refused_so(d_math):
+    """(they were reported as 'has the delay nan', found by a review)"""
+    with pytest.raises(SBMLImportError, match="has the delay not a real number"):
+        load(_rate_rule(d_math))
 
 
 def test_a_kinetic_law_is_checked_too():

@@ -219,12 +219,15 @@ def check_delay_lags(net: ir.Network, source: str) -> None:
                 value = complex(lag.evalf())
             except (TypeError, ValueError):
                 continue
-            if math.isnan(value.real) or value.imag != 0 or value.real < 0:
-                x, d = call.args
-                problems.append(SBMLProblem("error", f"{where}: delay({x}, {d}) has the delay "
-                                            f"{value.real:g}; SBML requires a delay >= 0"))
+            real = value.imag == 0 and not math.isnan(value.real)  # zoo, 0/0: nan + nan j
+            if real and value.real >= 0:
+                continue
+            x, d = call.args
+            shown = f"{value.real:g}" if real else "not a real number"
+            problems.append(SBMLProblem("error", f"{where}: delay({x}, {d}) has the delay "
+                                        f"{shown}; SBML requires a delay >= 0"))
     if problems:
-        raise SBMLImportError(source, "a delay() is negative", tuple(problems))
+        raise SBMLImportError(source, "a delay() is negative or not a number", tuple(problems))
 
 
 def order_assignment_rules(net: ir.Network) -> tuple[ir.AssignmentRule, ...]:
