@@ -210,7 +210,11 @@ def _enumerate_showing_progress(library, args, info: np.ndarray, most: int):
                     bar.advance(found - bar.done)
         except BaseException:
             info[-1] = 1
-            worker.join()
+            while worker.is_alive():  # a second Ctrl-C here would leave it running
+                try:
+                    worker.join()
+                except KeyboardInterrupt:
+                    continue
             if done.get("handle"):  # it had just finished
                 library.cme_free(done["handle"])
             raise
