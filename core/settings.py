@@ -40,7 +40,7 @@ def setting(default: Any, help: str, *, choices: Sequence[Any] | None = None,
     the parsed values, "dict" gathers (key, value) pairs (a key given twice is an
     error). `required`: the command line must give it (the Python API checks it in
     `validate()` as a value that is still None). A bounded number is finite unless
-    `infinite` (or its default is inf): a limit whose "none" is inf takes inf."""
+    `infinite`: a limit whose "none" is inf takes inf."""
     if collect not in COLLECT:
         raise ValueError(f"collect must be one of {COLLECT}")
     meta = {"help": help, "choices": tuple(choices) if choices is not None else None,
@@ -65,14 +65,8 @@ def _rules(cls) -> tuple:
     return tuple((f.name, option_name(f), bool(f.metadata.get("required")),
                   f.metadata.get("choices"), f.metadata.get("minimum"),
                   f.metadata.get("maximum"), f.type in (bool, "bool"),
-                  bool(f.metadata.get("infinite")) or _is_infinite(f.default))
+                  bool(f.metadata.get("infinite")))
                  for f in dataclasses.fields(cls))
-
-
-def _is_infinite(value) -> bool:
-    """Whether a field's default is +-inf: a limit whose "none" is inf (cme's
-    --max-seconds) may be given as inf; other bounded numbers may not."""
-    return isinstance(value, float) and math.isinf(value)
 
 
 @functools.lru_cache(maxsize=None)
@@ -107,8 +101,8 @@ class Settings:
                     raise OptionError(name, "NaN is not a value")
                 # a bounded number is finite: an infinite tolerance or step would be
                 # taken at its word (--rtol inf integrated in one unchecked step and
-                # wrote a wrong answer); limits say "none" with 0, unless inf is
-                # their default
+                # wrote a wrong answer); limits say "none" with 0, or are declared
+                # `infinite`
                 if isinstance(value, float) and math.isinf(value) and not infinite_ok and (
                         minimum is not None or maximum is not None):
                     raise OptionError(name, f"{value!r} is not a finite number")

@@ -1,7 +1,7 @@
 """A bounded number option is finite (a bad-input audit): `run --rtol inf` and
 `--atol inf` were taken at their word, the adaptive methods accepted one unchecked step
 over each output interval and wrote a wrong time course with exit 0. Limits whose
-"none" is inf by default (cme's --max-seconds) still take inf."""
+"none" is inf (cme's --max-seconds, declared `infinite`) still take inf."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ MODEL = ROOT / "sbml_models" / "lotka_volterra.xml"
 @dataclass
 class Example(BackendOptions):
     tol: float = option(1e-6, "a tolerance", minimum=0.0)
-    limit: float = option(math.inf, "a limit whose none is inf", minimum=0.0)
+    limit: float = option(math.inf, "a limit whose none is inf", minimum=0.0, infinite=True)
     free: float = option(1.0, "a number with no bounds")
 
 

@@ -29,7 +29,7 @@ class CmeOptions(BackendOptions):
     max_sweeps: int = option(1_000_000, "most Jacobi sweeps before giving up", minimum=1)
     max_cycles: int = option(5_000, "most aggregation V-cycles before giving up", minimum=1)
     max_seconds: float = option(math.inf, "wall-time limit of the solver in seconds",
-                                minimum=0.0)
+                                minimum=0.0, infinite=True)
     check_every: int = option(100, "Jacobi sweeps between two normalisations and "
                                    "residual checks", minimum=1)
     aggregate: int = option(DEFAULT_AGGREGATE, "states per aggregate in the aggregation "
