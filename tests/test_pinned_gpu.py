@@ -40,3 +40,39 @@ def test_a_large_result_is_faulted_in_ahead_and_arrives_intact(gpu_device):
     # how fast they came down is a benchmark's figure (benchmarks/ode_petab.py's
     # "download time courses"), not a test's: a rate threshold here failed at 4.98
     # against 5.0 GB/s on an H100 whose host was busy (2026-11-24)
+
+
+def test_staging_pinned_ahead_through_the_driver_library_is_page_locked_and_carries_data(
+        gpu_device):
+    """runtime.layout.stage_ahead pins on a thread through cuMemHostAlloc called by
+    ctypes (runtime/driver_host_memory.py, no GIL held); the blocks are the driver's
+    page-locked memory and a staged upload and download through them carry every byte."""
+    import ctypes
+
+    from sbmlgpu.runtime import download_staged, upload_staged
+    from sbmlgpu.runtime.layout import stage_ahead
+
+    memory = gpu_device._host_memory
+    assert memory is not None, "the CUDA driver library did not load through ctypes"
+    chunk = 1 << 20
+    future = stage_ahead(gpu_device, 8 * chunk, chunk_bytes=chunk)
+    assert future is not None and future.result(60) in (0, 1, 2)
+    pool = gpu_device.pinned_pool()
+    block = pool.take(chunk)
+    try:
+        flags = ctypes.c_uint()
+        memory.lib.cuMemHostGetFlags.argtypes = [ctypes.POINTER(ctypes.c_uint), ctypes.c_void_p]
+        with gpu_device.activate():
+            code = memory.lib.cuMemHostGetFlags(ctypes.byref(flags),
+                                                ctypes.c_void_p(block.ctypes.data))
+        assert code == 0 and flags.value & 0x01, (code, flags.value)  # PORTABLE
+    finally:
+        pool.give_back(block)
+    data = np.random.default_rng(4).integers(0, 256, 8 * chunk + 123, dtype=np.uint8)
+    buffer = upload_staged(gpu_device, data, chunk_bytes=chunk)
+    try:
+        back = np.empty_like(data)
+        download_staged(gpu_device, buffer, back, chunk_bytes=chunk)
+    finally:
+        buffer.free()
+    assert np.array_equal(back, data)

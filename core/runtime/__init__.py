@@ -89,6 +89,7 @@ def _probe() -> tuple[Driver | None, str | None]:
     if os.environ.get("SBMLGPU_NO_GPU", "").strip() not in ("", "0"):
         return None, "SBMLGPU_NO_GPU is set"
     try:
+        from .driver_host_memory import DriverHostMemory
         from .pycuda_driver import PyCudaDriver, import_pycuda
     except ImportError as e:  # pragma: no cover -- our own module always imports
         return None, f"runtime driver unavailable: {e}"
@@ -97,7 +98,7 @@ def _probe() -> tuple[Driver | None, str | None]:
     except ImportError as e:
         return None, f"PyCUDA is not installed or does not load: {e}"
     try:
-        driver = PyCudaDriver(cuda)
+        driver = PyCudaDriver(cuda, DriverHostMemory.load())
         if not driver.devices():
             return None, "the CUDA driver reports no devices"
     except DeviceError as e:

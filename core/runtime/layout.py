@@ -21,7 +21,8 @@ import numpy as np
 from ..profile import phase
 from .base import Device
 from .core_kernels import core_kernel, precision_of
-from .transfer import download_staged
+from .prefault import pool as host_memory_threads
+from .transfer import DEFAULT_CHUNK_BYTES, download_staged
 
 TILE, ROWS = 32, 8  # transpose.cu: TILE, ROWS
 MAX_GRID_Y = 65535
@@ -43,6 +44,23 @@ def pins_host_memory(device) -> bool:
     allocate = getattr(type(device), "allocate_pinned", None)
     return allocate is not None and allocate is not Device.allocate_pinned \
         and callable(getattr(device, "pinned_pool", None))
+
+
+def stage_ahead(device, nbytes: int, chunk_bytes: int = DEFAULT_CHUNK_BYTES):
+    """Pin, on the host-memory threads, the two staging blocks that a download of
+    `nbytes` of time courses will take (download_staged: two chunks of at most
+    `chunk_bytes`), while the caller goes on; the download then takes them from the
+    pool, or waits for one still being pinned (pinned.PinnedPool.prefill). Measured
+    (docs/benchmarks.md): a first run's download on the H200 took 30-45 ms longer
+    than the repeat's, which found its 2 x 32 MiB in the pool; the method check
+    (Python, 20-460 ms) runs meanwhile where the driver pins without the GIL
+    (driver_host_memory.py). Only where the chunks are whole (`nbytes` at least
+    `chunk_bytes`: a smaller download's blocks are small and quick to pin, and its
+    size class is not known ahead) and the device pins (pins_host_memory). Returns
+    the future, or None where there is nothing to do."""
+    if nbytes < chunk_bytes or not pins_host_memory(device):
+        return None
+    return host_memory_threads().submit(device.pinned_pool().prefill, chunk_bytes, 2)
 
 
 def member_major(device, source, n: int, shape: tuple[int, ...], dtype, *,

@@ -11,6 +11,9 @@ Blocks come in power-of-two sizes (at least `MIN_BLOCK`), so that a request of a
 similar size next batch finds the block the last batch gave back. Blocks given back
 are kept up to `max_cached_bytes`; beyond that they are dropped (and unpinned when
 garbage-collected). Thread-safe: the device threads of the scheduler share a pool.
+`prefill` pins blocks ahead of the takes that will want them (transfer.stage_ahead,
+on a thread): a first run's download then finds its staging in the pool, as a
+repeated run's does.
 
 Never give a block back while an enqueued copy may still use it: synchronise the
 stream (or the event after the copy) first. `borrow()` is for synchronous use.
@@ -51,6 +54,8 @@ class PinnedPool:
         self.label = label
         self._free: dict[int, list[np.ndarray]] = {}
         self._lock = threading.Lock()
+        self._arrived = threading.Condition(self._lock)  # a prefilled block, or its failure
+        self._pending: dict[int, int] = {}  # blocks being prefilled, per size class
         self.hits = 0  # requests served by a kept block
         self.misses = 0  # requests that allocated a new block
         self.in_use_bytes = 0
@@ -61,6 +66,9 @@ class PinnedPool:
         alone until you `give_back` it."""
         size = size_class(nbytes)
         with self._lock:
+            # a block being prefilled (prefill) arrives sooner than a new one would
+            while not self._free.get(size) and self._pending.get(size, 0) > 0:
+                self._arrived.wait()
             kept = self._free.get(size)
             if kept:
                 block = kept.pop()
@@ -69,13 +77,17 @@ class PinnedPool:
                 self.in_use_bytes += size
                 return block
             self.misses += 1
+        block = self._new_block(size)
+        with self._lock:
+            self.in_use_bytes += size
+        return block
+
+    def _new_block(self, size: int) -> np.ndarray:
         block = self._allocate(size)
         if not (isinstance(block, np.ndarray) and block.dtype == np.uint8
                 and block.ndim == 1 and block.nbytes == size):
             raise DeviceError(f"{self.label}: the host allocator returned "
                               f"{type(block).__name__}, not {size} bytes of uint8")
-        with self._lock:
-            self.in_use_bytes += size
         return block
 
     def give_back(self, block: np.ndarray) -> None:
@@ -107,6 +119,36 @@ class PinnedPool:
             yield block[:nbytes].view(dtype).reshape(shape)
         finally:
             self.give_back(block)
+
+    def prefill(self, nbytes: int, count: int) -> int:
+        """Allocate blocks of `nbytes`'s size class until `count` of them are kept, for
+        takes to come (e.g. the staging of a download: transfer.stage_ahead, on a
+        thread while the caller does other work). A take of that class meanwhile waits
+        for a block in progress here rather than pinning another. Returns how many it
+        allocated; a failure to allocate is left to the takes (they raise it)."""
+        size = size_class(nbytes)
+        with self._lock:
+            wanted = max(0, int(count) - len(self._free.get(size, ())))
+            self._pending[size] = self._pending.get(size, 0) + wanted
+        made = 0
+        try:
+            for _ in range(wanted):
+                block = self._new_block(size)
+                with self._lock:
+                    self.misses += 1
+                    self._pending[size] -= 1
+                    if self.cached_bytes + size <= self.max_cached_bytes:
+                        self._free.setdefault(size, []).append(block)
+                        self.cached_bytes += size
+                    self._arrived.notify_all()
+                made += 1
+        except DeviceError:
+            pass  # nothing could be pinned: each take tries (and says so) itself
+        finally:
+            with self._lock:
+                self._pending[size] -= wanted - made  # those never coming
+                self._arrived.notify_all()
+        return made
 
     def clear(self) -> None:
         """Drop every kept block (they are unpinned once nothing refers to them)."""

@@ -11,7 +11,9 @@ scheduler retries with smaller batches), anything else -> DeviceError naming
 the device, the kernel and the launch shape.
 
 Streams and events are in pycuda_streams.py. Pinned staging buffers are
-page-locked with pagelocked_empty (PORTABLE: pinned for every context); mapped
+page-locked PORTABLE (pinned for every context) by cuMemHostAlloc through ctypes,
+which releases the GIL (driver_host_memory.py), or by PyCUDA's pagelocked_empty where
+the driver library does not load that way; mapped
 memory is pagelocked with DEVICEMAP, and its device address comes from
 get_device_pointer(), or is the host address itself where the driver does not give
 one: with unified addressing (every 64-bit process) all page-locked host memory is
@@ -41,6 +43,7 @@ from .base import (
     OutOfDeviceMemory,
 )
 from .cache import default_cache
+from .driver_host_memory import DriverHostMemory
 from .pycuda_streams import PyCudaEvent, PyCudaStream
 from .streams import PendingLaunch
 
@@ -60,14 +63,16 @@ def import_pycuda():
 class PyCudaDriver(Driver):
     name = "pycuda"
 
-    def __init__(self, cuda=None):
+    def __init__(self, cuda=None, host_memory: DriverHostMemory | None = None):
+        """`host_memory`: page-locked allocations through the driver library without
+        the GIL (driver_host_memory.py); None: PyCUDA's pagelocked_empty."""
         self.cuda = cuda or import_pycuda()
         try:
             self.cuda.init()
             count = self.cuda.Device.count()
         except self.cuda.Error as e:
             raise DeviceError(f"the CUDA driver did not start: {e}") from None
-        self._devices = [PyCudaDevice(self.cuda, i) for i in range(count)]
+        self._devices = [PyCudaDevice(self.cuda, i, host_memory) for i in range(count)]
 
     def devices(self) -> list[Device]:
         return list(self._devices)
@@ -260,9 +265,10 @@ class PyCudaModule(Module):
 
 
 class PyCudaDevice(Device):
-    def __init__(self, cuda, index: int):
+    def __init__(self, cuda, index: int, host_memory: DriverHostMemory | None = None):
         self.cuda = cuda
         self.index = index
+        self._host_memory = host_memory
         self._device = cuda.Device(index)
         self.properties = _properties(cuda, self._device)
         self._context = None
@@ -360,6 +366,8 @@ class PyCudaDevice(Device):
         return PyCudaStream(self)
 
     def allocate_pinned(self, nbytes: int) -> np.ndarray:
+        if self._host_memory is not None:  # without the GIL (driver_host_memory.py)
+            return self._host_memory.allocate(nbytes, self.activate, repr(self))
         flags = self.cuda.host_alloc_flags.PORTABLE
         with self.activate():
             return self._host_guard(

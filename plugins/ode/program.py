@@ -42,6 +42,7 @@ from sbmlgpu.outputs import default_outputs
 from sbmlgpu.profile import phase
 from sbmlgpu.results import Status, TimeCourseResult
 from sbmlgpu.runtime.host_threads import over_pieces
+from sbmlgpu.runtime.layout import stage_ahead
 from sbmlgpu.runtime.resident import ResidentTable
 from sbmlgpu.schedule.ensemble import (BatchMemory, EnsembleJob, MemberBatch, MemberResults,
                                        Pilot, default_scheduler)
@@ -191,6 +192,11 @@ class OdeProgram(Program):
         times = np.asarray(task.times, dtype=float)
         n = int(task.ensemble_size)
         params = dict(task.parameters or {})
+        if self.device is not None and not task.summary and task.reduce is None:
+            # the time courses' download staging, pinned on a thread while the method
+            # check runs (runtime.layout.stage_ahead; the first run's cost, not a repeat's)
+            stage_ahead(self.device, n * len(times) * len(outputs)
+                        * (4 if o.precision == "float" else 8))
         with phase(profiler, "parameter table"):
             # a column with one value over an ensemble does not vary: it becomes a literal
             # of the kernel (a single member keeps its values in the table, so that runs

@@ -1,0 +1,242 @@
+"""Staging pinned ahead of a download (runtime.layout.stage_ahead, PinnedPool.prefill)
+and page-locked memory from the driver library without the GIL
+(runtime.driver_host_memory), without a GPU: plain memory and stand-ins for the
+driver's functions. On a GPU: tests/test_pinned_gpu.py."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import gc
+import threading
+
+import numpy as np
+import pytest
+
+from sbmlgpu.errors import DeviceError
+from sbmlgpu.runtime.driver_host_memory import PORTABLE, DriverHostMemory
+from sbmlgpu.runtime.layout import stage_ahead
+from sbmlgpu.runtime.pinned import MIN_BLOCK, PinnedPool
+
+from .fakes import FakeDevice
+from .ode_helpers import load, needs_compiler
+
+
+# --- PinnedPool.prefill ------------------------------------------------------------------------
+
+def test_prefill_keeps_the_blocks_that_the_takes_then_find():
+    made = []
+    pool = PinnedPool(lambda n: made.append(n) or np.zeros(n, np.uint8))
+    assert pool.prefill(3 * MIN_BLOCK, 2) == 2
+    assert made == [4 * MIN_BLOCK] * 2 and pool.cached_bytes == 8 * MIN_BLOCK
+    assert pool.prefill(3 * MIN_BLOCK, 2) == 0  # kept already: nothing more pinned
+    a, b = pool.take(4 * MIN_BLOCK), pool.take(3 * MIN_BLOCK + 1)
+    assert a is not b and pool.hits == 2 and len(made) == 2
+    pool.give_back(a)
+    pool.give_back(b)
+    assert pool.prefill(MIN_BLOCK, 1) == 1 and made[-1] == MIN_BLOCK  # another class
+
+
+def test_a_take_waits_for_the_block_being_prefilled_rather_than_pinning_another():
+    release, started = threading.Event(), threading.Event()
+    made = []
+
+    def slow(n):  # pinning takes a while
+        made.append(n)
+        started.set()
+        assert release.wait(10)
+        return np.zeros(n, np.uint8)
+
+    pool = PinnedPool(slow)
+    filler = threading.Thread(target=pool.prefill, args=(MIN_BLOCK, 1))
+    filler.start()
+    assert started.wait(10)
+    got = []
+    taker = threading.Thread(target=lambda: got.append(pool.take(MIN_BLOCK)))
+    taker.start()
+    taker.join(0.2)
+    assert taker.is_alive() and not got, "the take did not wait for the block in progress"
+    release.set()
+    filler.join(10)
+    taker.join(10)
+    assert len(got) == 1 and made == [MIN_BLOCK] and pool.hits == 1 and pool.misses == 1
+
+
+def test_a_prefill_that_cannot_pin_leaves_the_take_to_say_so():
+    def refuse(n):
+        raise DeviceError(f"cannot page-lock {n} bytes of host memory")
+
+    pool = PinnedPool(refuse)
+    assert pool.prefill(MIN_BLOCK, 2) == 0
+    with pytest.raises(DeviceError, match=f"cannot page-lock {MIN_BLOCK} bytes"):
+        pool.take(MIN_BLOCK)  # no wait for blocks that never come
+
+
+def test_a_prefill_beyond_what_the_pool_keeps_drops_the_rest():
+    pool = PinnedPool(lambda n: np.zeros(n, np.uint8), max_cached_bytes=MIN_BLOCK)
+    assert pool.prefill(MIN_BLOCK, 3) == 3 and pool.cached_bytes == MIN_BLOCK
+    assert pool.take(MIN_BLOCK) is not None and pool.hits == 1
+    assert pool.take(MIN_BLOCK) is not None and pool.misses == 4  # pinned again
+
+
+# --- stage_ahead -------------------------------------------------------------------------------
+
+class PinningDevice(FakeDevice):
+    """A fake device whose staging pool counts as page-locked (pins_host_memory)."""
+
+    def __init__(self):
+        super().__init__()
+        self.pinned = []
+
+    def allocate_pinned(self, nbytes):
+        self.pinned.append(int(nbytes))
+        return np.zeros(int(nbytes), np.uint8)
+
+
+def test_stage_ahead_pins_two_whole_chunks_on_a_thread():
+    device = PinningDevice()
+    future = stage_ahead(device, 10 * MIN_BLOCK, chunk_bytes=2 * MIN_BLOCK)
+    assert future is not None and future.result(10) == 2
+    assert device.pinned == [2 * MIN_BLOCK] * 2
+    # a download's two stages then come from the pool
+    pool = device.pinned_pool()
+    stages = [pool.take(2 * MIN_BLOCK), pool.take(2 * MIN_BLOCK)]
+    assert pool.hits == 2 and len(device.pinned) == 2
+    for stage in stages:
+        pool.give_back(stage)
+
+
+def test_stage_ahead_leaves_small_downloads_and_plain_memory_alone():
+    device = PinningDevice()
+    assert stage_ahead(device, 2 * MIN_BLOCK - 1, chunk_bytes=2 * MIN_BLOCK) is None
+    assert stage_ahead(FakeDevice(), 10 * MIN_BLOCK, chunk_bytes=2 * MIN_BLOCK) is None
+    assert device.pinned == []
+
+
+# --- the ode backend asks for it ---------------------------------------------------------------
+
+@pytest.mark.parametrize("summary", [False, True])
+def test_a_gpu_time_course_stages_its_download_ahead_and_the_cpu_path_does_not(
+        summary, monkeypatch):
+    needs_compiler()
+    from sbmlgpu.plugins.ode import program as program_module
+    from sbmlgpu.plugins.ode.backend import OdeBackend
+    from sbmlgpu.plugins.ode.options import OdeOptions
+    from sbmlgpu.schedule import Scheduler
+    from sbmlgpu.tasks import TimeCourse
+
+    from .test_ode_engine_fake import compile_for_host
+
+    asked = []
+    monkeypatch.setattr(program_module, "stage_ahead",
+                        lambda device, nbytes: asked.append((device, nbytes)))
+    net = load("seir_epidemic")
+    rng = np.random.default_rng(5)
+    params = {"beta": rng.uniform(0.1, 1.0, 200), "gamma": rng.uniform(0.05, 0.5, 200)}
+    times = np.linspace(0, 160, 9)
+    task = TimeCourse(times=times, parameters=params, summary=summary, progress=False)
+    device = FakeDevice(compile=compile_for_host)
+    options = OdeOptions(method="dopri5", pilot_size=64).validate()
+    result = OdeBackend().compile(net, options, device).run(
+        task, Scheduler(devices=[device], progress=False))
+    outputs = len(result.ids)
+    # the time courses' bytes (doubles); a summary downloads none
+    assert asked == ([] if summary else [(device, 200 * len(times) * outputs * 8)])
+    asked.clear()
+    OdeBackend().compile(net, options, None).run(TimeCourse(
+        times=times, parameters=params, progress=False))
+    assert asked == []
+
+
+# --- page-locked memory through the driver library ---------------------------------------------
+
+class FakeDriverLibrary:
+    """cuMemHostAlloc / cuMemFreeHost / cuGetErrorString over ordinary memory, called
+    as ctypes calls them."""
+
+    def __init__(self, fail: int = 0, current=None):
+        self.fail = fail
+        self.current = current  # whether a context is current (default: _activate's)
+        self.live: dict[int, ctypes.Array] = {}
+        self.freed: list[int] = []
+        self.flags: list[int] = []
+        self.context_current = False
+
+    def cuMemHostAlloc(self, pointer, nbytes, flags):  # noqa: N802 - the driver's name
+        current = self.current() if self.current is not None else self.context_current
+        assert current, "cuMemHostAlloc needs a current context"
+        if self.fail:
+            return self.fail
+        memory = ctypes.create_string_buffer(int(nbytes))
+        address = ctypes.addressof(memory)
+        self.live[address] = memory
+        self.flags.append(int(flags))
+        pointer._obj.value = address  # ctypes.byref(c_void_p)
+        return 0
+
+    def cuMemFreeHost(self, address):  # noqa: N802
+        self.freed.append(int(address))
+        self.live.pop(int(address))
+        return 0
+
+    def cuGetErrorString(self, code, text):  # noqa: N802
+        text._obj.value = b"out of memory"
+        return 0
+
+
+def _activate(lib):
+    @contextlib.contextmanager
+    def activate():
+        lib.context_current = True
+        try:
+            yield
+        finally:
+            lib.context_current = False
+    return activate
+
+
+def test_driver_memory_is_portable_writable_and_freed_with_its_last_view():
+    lib = FakeDriverLibrary()
+    memory = DriverHostMemory(lib)
+    block = memory.allocate(3 * MIN_BLOCK, _activate(lib), "GPU 0")
+    assert block.dtype == np.uint8 and block.shape == (3 * MIN_BLOCK,) and block.flags.writeable
+    assert lib.flags == [PORTABLE] and not lib.context_current
+    address = block.ctypes.data
+    assert address in lib.live
+    stage = block[:100]  # a download's stage: a view
+    stage[:] = 7
+    del block
+    gc.collect()
+    assert lib.freed == [] and bytes(lib.live[address][:100]) == b"\x07" * 100
+    del stage
+    gc.collect()
+    assert lib.freed == [address] and not lib.live
+
+
+def test_driver_memory_that_cannot_be_pinned_is_a_device_error_naming_the_device():
+    lib = FakeDriverLibrary(fail=2)
+    with pytest.raises(DeviceError, match=r"GPU 0: cannot page-lock 4096 bytes of host "
+                                          r"memory: cuMemHostAlloc failed: out of memory"):
+        DriverHostMemory(lib).allocate(4096, _activate(lib), "GPU 0")
+    with pytest.raises(DeviceError, match="cannot page-lock 0 bytes"):
+        DriverHostMemory(lib).allocate(0, _activate(lib), "GPU 0")
+
+
+def test_the_pycuda_driver_pins_through_the_driver_library_when_given_it(driver):
+    from sbmlgpu.runtime import pycuda_driver
+
+    cuda = driver.devices()[0].cuda
+    lib = FakeDriverLibrary(current=lambda: bool(cuda.stack()))  # PyCUDA's context stack
+    given = pycuda_driver.PyCudaDriver(cuda, DriverHostMemory(lib))
+    device = given.devices()[0]
+    block = device.pinned_pool().take(1000)
+    assert block.nbytes == MIN_BLOCK and lib.flags == [PORTABLE] and len(lib.live) == 1
+    device.pinned_pool().give_back(block)
+    # without it (a test's stand-in, or a library that did not load): PyCUDA's own
+    plain = driver.devices()[0].pinned_pool().take(1000)
+    assert plain.base.flags == driver.devices()[0].cuda.host_alloc_flags.PORTABLE
+
+
+def test_the_driver_library_loads_or_says_none():
+    loaded = DriverHostMemory.load()  # a machine without a GPU driver: None
+    assert loaded is None or hasattr(loaded.lib, "cuMemHostAlloc")
