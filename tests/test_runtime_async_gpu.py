@@ -148,8 +148,22 @@ def test_pinned_pool_blocks_are_page_locked_and_reused(device):
 
     pool = device.pinned_pool()
     block = pool.take(3 << 20)
-    assert isinstance(block.base, cuda.PagelockedHostAllocation)
-    pool.give_back(block)
+    try:
+        memory = device._host_memory
+        if memory is None:  # PyCUDA's own pagelocked_empty
+            assert isinstance(block.base, cuda.PagelockedHostAllocation)
+        else:  # cuMemHostAlloc through ctypes (runtime/driver_host_memory.py)
+            import ctypes
+
+            flags = ctypes.c_uint()
+            memory.lib.cuMemHostGetFlags.argtypes = [ctypes.POINTER(ctypes.c_uint),
+                                                     ctypes.c_void_p]
+            with device.activate():
+                code = memory.lib.cuMemHostGetFlags(ctypes.byref(flags),
+                                                    ctypes.c_void_p(block.ctypes.data))
+            assert code == 0 and flags.value & 0x01, (code, flags.value)  # PORTABLE
+    finally:
+        pool.give_back(block)
     hits = pool.hits
     again = pool.take(3 << 20)
     assert again is block and pool.hits == hits + 1

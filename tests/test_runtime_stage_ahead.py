@@ -87,6 +87,13 @@ class PinningDevice(FakeDevice):
     def __init__(self):
         super().__init__()
         self.pinned = []
+        self.activations = []  # the threads that activated it, in order
+
+    @contextlib.contextmanager
+    def activate(self):
+        self.activations.append(threading.get_ident())
+        with super().activate():
+            yield self
 
     def allocate_pinned(self, nbytes):
         self.pinned.append(int(nbytes))
@@ -98,6 +105,9 @@ def test_stage_ahead_pins_two_whole_chunks_on_a_thread():
     future = stage_ahead(device, 10 * MIN_BLOCK, chunk_bytes=2 * MIN_BLOCK)
     assert future is not None and future.result(10) == 2
     assert device.pinned == [2 * MIN_BLOCK] * 2
+    # the device's context is made in the caller's thread, not the pool's (PyCUDA
+    # cleans an object up outside an activation only in its context's thread)
+    assert device.activations[:1] == [threading.get_ident()]
     # a download's two stages then come from the pool
     pool = device.pinned_pool()
     stages = [pool.take(2 * MIN_BLOCK), pool.take(2 * MIN_BLOCK)]

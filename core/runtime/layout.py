@@ -60,6 +60,12 @@ def stage_ahead(device, nbytes: int, chunk_bytes: int = DEFAULT_CHUNK_BYTES):
     the future, or None where there is nothing to do."""
     if nbytes < chunk_bytes or not pins_host_memory(device):
         return None
+    # PyCUDA frees an object (an event, a stream) outside an activation only in the
+    # thread that made its context, and otherwise warns and leaks it: the context is
+    # made here, in the caller's thread, before the pool's thread activates it (on the
+    # H200, a first run that made it there left "out-of-thread context" warnings)
+    with device.activate():
+        pass
     return host_memory_threads().submit(device.pinned_pool().prefill, chunk_bytes, 2)
 
 
