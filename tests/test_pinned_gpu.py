@@ -47,9 +47,8 @@ def test_staging_pinned_ahead_through_the_driver_library_is_page_locked_and_carr
     """runtime.layout.stage_ahead pins on a thread through cuMemHostAlloc called by
     ctypes (runtime/driver_host_memory.py, no GIL held); the blocks are the driver's
     page-locked memory and a staged upload and download through them carry every byte."""
-    import ctypes
-
     from sbmlgpu.runtime import download_staged, upload_staged
+    from sbmlgpu.runtime.driver_host_memory import PORTABLE
     from sbmlgpu.runtime.layout import stage_ahead
 
     memory = gpu_device._host_memory
@@ -60,12 +59,9 @@ def test_staging_pinned_ahead_through_the_driver_library_is_page_locked_and_carr
     pool = gpu_device.pinned_pool()
     block = pool.take(chunk)
     try:
-        flags = ctypes.c_uint()
-        memory.lib.cuMemHostGetFlags.argtypes = [ctypes.POINTER(ctypes.c_uint), ctypes.c_void_p]
-        with gpu_device.activate():
-            code = memory.lib.cuMemHostGetFlags(ctypes.byref(flags),
-                                                ctypes.c_void_p(block.ctypes.data))
-        assert code == 0 and flags.value & 0x01, (code, flags.value)  # PORTABLE
+        assert memory.flags(block, gpu_device.activate) == PORTABLE
+        # ordinary memory is not the driver's
+        assert memory.flags(np.zeros(1 << 16, np.uint8), gpu_device.activate) is None
     finally:
         pool.give_back(block)
     data = np.random.default_rng(4).integers(0, 256, 8 * chunk + 123, dtype=np.uint8)

@@ -146,6 +146,8 @@ def test_streams_copy_launch_and_hand_over_through_events(device):
 def test_pinned_pool_blocks_are_page_locked_and_reused(device):
     import pycuda.driver as cuda
 
+    from sbmlgpu.runtime.driver_host_memory import PORTABLE
+
     pool = device.pinned_pool()
     block = pool.take(3 << 20)
     try:
@@ -153,15 +155,7 @@ def test_pinned_pool_blocks_are_page_locked_and_reused(device):
         if memory is None:  # PyCUDA's own pagelocked_empty
             assert isinstance(block.base, cuda.PagelockedHostAllocation)
         else:  # cuMemHostAlloc through ctypes (runtime/driver_host_memory.py)
-            import ctypes
-
-            flags = ctypes.c_uint()
-            memory.lib.cuMemHostGetFlags.argtypes = [ctypes.POINTER(ctypes.c_uint),
-                                                     ctypes.c_void_p]
-            with device.activate():
-                code = memory.lib.cuMemHostGetFlags(ctypes.byref(flags),
-                                                    ctypes.c_void_p(block.ctypes.data))
-            assert code == 0 and flags.value & 0x01, (code, flags.value)  # PORTABLE
+            assert memory.flags(block, device.activate) == PORTABLE
     finally:
         pool.give_back(block)
     hits = pool.hits

@@ -189,6 +189,12 @@ class FakeDriverLibrary:
         self.live.pop(int(address))
         return 0
 
+    def cuMemHostGetFlags(self, flags, address):  # noqa: N802
+        if address.value not in self.live:
+            return 1  # CUDA_ERROR_INVALID_VALUE: not the driver's page-locked memory
+        flags._obj.value = self.flags[list(self.live).index(address.value)]
+        return 0
+
     def cuGetErrorString(self, code, text):  # noqa: N802
         text._obj.value = b"out of memory"
         return 0
@@ -213,6 +219,8 @@ def test_driver_memory_is_portable_writable_and_freed_with_its_last_view():
     assert lib.flags == [PORTABLE] and not lib.context_current
     address = block.ctypes.data
     assert address in lib.live
+    assert memory.flags(block, _activate(lib)) == PORTABLE
+    assert memory.flags(np.zeros(16, np.uint8), _activate(lib)) is None
     stage = block[:100]  # a download's stage: a view
     stage[:] = 7
     del block

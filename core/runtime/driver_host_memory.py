@@ -50,6 +50,8 @@ class DriverHostMemory:
             lib.cuMemHostAlloc.restype = ctypes.c_int
             lib.cuMemFreeHost.argtypes = [ctypes.c_void_p]
             lib.cuMemFreeHost.restype = ctypes.c_int
+            lib.cuMemHostGetFlags.argtypes = [ctypes.POINTER(ctypes.c_uint), ctypes.c_void_p]
+            lib.cuMemHostGetFlags.restype = ctypes.c_int
             lib.cuGetErrorString.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
             lib.cuGetErrorString.restype = ctypes.c_int
         except (OSError, AttributeError):
@@ -75,6 +77,15 @@ class DriverHostMemory:
         release = weakref.finalize(owner, _free, self.lib, pointer.value, activate)
         release.atexit = False
         return np.frombuffer(owner, dtype=np.uint8)
+
+    def flags(self, array: np.ndarray, activate: Callable[[], ContextManager]) -> int | None:
+        """The flags `array`'s memory was page-locked with (cuMemHostGetFlags), or None
+        where it is not the driver's page-locked memory."""
+        flags = ctypes.c_uint()
+        with activate():
+            code = self.lib.cuMemHostGetFlags(ctypes.byref(flags),
+                                              ctypes.c_void_p(array.ctypes.data))
+        return int(flags.value) if code == 0 else None
 
     def _error(self, code: int) -> str:
         text = ctypes.c_char_p()
