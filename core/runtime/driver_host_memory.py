@@ -79,8 +79,9 @@ class DriverHostMemory:
         return np.frombuffer(owner, dtype=np.uint8)
 
     def flags(self, array: np.ndarray, activate: Callable[[], ContextManager]) -> int | None:
-        """The flags `array`'s memory was page-locked with (cuMemHostGetFlags), or None
-        where it is not the driver's page-locked memory."""
+        """The flags of `array`'s page-locked memory (cuMemHostGetFlags: those asked
+        for, and DEVICEMAP added by a driver with unified addressing), or None where it
+        is not the driver's page-locked memory."""
         flags = ctypes.c_uint()
         with activate():
             code = self.lib.cuMemHostGetFlags(ctypes.byref(flags),
