@@ -68,15 +68,58 @@ def test_a_prefill_that_cannot_pin_leaves_the_take_to_say_so():
 
     pool = PinnedPool(refuse)
     assert pool.prefill(MIN_BLOCK, 2) == 0
-    with pytest.raises(DeviceError, match=f"cannot page-lock {MIN_BLOCK} bytes"):
-        pool.take(MIN_BLOCK)  # no wait for blocks that never come
+    errors = []
+
+    def take():
+        try:
+            pool.take(MIN_BLOCK)
+        except DeviceError as exc:
+            errors.append(exc)
+
+    taker = threading.Thread(target=take, daemon=True)
+    taker.start()
+    taker.join(10)  # no wait for blocks that never come
+    assert not taker.is_alive(), "the take waits for blocks that never come"
+    assert len(errors) == 1 and f"cannot page-lock {MIN_BLOCK} bytes" in str(errors[0])
 
 
-def test_a_prefill_beyond_what_the_pool_keeps_drops_the_rest():
-    pool = PinnedPool(lambda n: np.zeros(n, np.uint8), max_cached_bytes=MIN_BLOCK)
-    assert pool.prefill(MIN_BLOCK, 3) == 3 and pool.cached_bytes == MIN_BLOCK
+def test_a_prefill_counts_the_blocks_another_is_pinning():
+    release = threading.Event()
+    made = []
+
+    def slow(n):
+        made.append(n)
+        assert release.wait(10)
+        return np.zeros(n, np.uint8)
+
+    pool = PinnedPool(slow)
+    first = threading.Thread(target=pool.prefill, args=(MIN_BLOCK, 2))
+    first.start()
+    while not made:
+        threading.Event().wait(0.01)
+    assert pool.prefill(MIN_BLOCK, 2) == 0  # two on their way already
+    release.set()
+    first.join(10)
+    assert len(made) == 2 and len(pool._free[MIN_BLOCK]) == 2
+
+
+def test_a_forked_child_waits_for_no_prefill_of_its_parent():
+    from sbmlgpu.runtime import pinned
+
+    pool = PinnedPool(lambda n: np.zeros(n, np.uint8))
+    pool._pending[MIN_BLOCK] = 2  # as if a thread were pinning at the fork
+    pinned._forget_prefills_in_child()  # what os.register_at_fork runs in the child
+    assert pool.take(MIN_BLOCK).nbytes == MIN_BLOCK and pool.misses == 1
+
+
+def test_a_prefill_pins_no_more_than_the_pool_keeps():
+    made = []
+    pool = PinnedPool(lambda n: made.append(n) or np.zeros(n, np.uint8),
+                      max_cached_bytes=3 * MIN_BLOCK)
+    assert pool.prefill(2 * MIN_BLOCK, 3) == 1 and pool.cached_bytes == 2 * MIN_BLOCK
+    assert pool.prefill(MIN_BLOCK, 3) == 1 and pool.cached_bytes == 3 * MIN_BLOCK
+    assert pool.prefill(MIN_BLOCK, 3) == 0 and len(made) == 2  # full: nothing pinned
     assert pool.take(MIN_BLOCK) is not None and pool.hits == 1
-    assert pool.take(MIN_BLOCK) is not None and pool.misses == 4  # pinned again
 
 
 # --- stage_ahead -------------------------------------------------------------------------------
@@ -86,8 +129,12 @@ class PinningDevice(FakeDevice):
 
     def __init__(self):
         super().__init__()
-        self.pinned = []
+        self.pinned = []  # (bytes, thread) of each allocation
         self.activations = []  # the threads that activated it, in order
+
+    def allocate_pinned(self, nbytes):
+        self.pinned.append((int(nbytes), threading.get_ident()))
+        return np.zeros(int(nbytes), np.uint8)
 
     @contextlib.contextmanager
     def activate(self):
@@ -95,39 +142,63 @@ class PinningDevice(FakeDevice):
         with super().activate():
             yield self
 
-    def allocate_pinned(self, nbytes):
-        self.pinned.append(int(nbytes))
-        return np.zeros(int(nbytes), np.uint8)
+
+@pytest.fixture
+def small_stage_ahead(monkeypatch):
+    """stage_ahead for downloads from MIN_BLOCK (its 4 MiB floor, scaled down)."""
+    from sbmlgpu.runtime import layout
+
+    monkeypatch.setattr(layout, "STAGE_AHEAD_MIN", MIN_BLOCK)
 
 
-def test_stage_ahead_pins_two_whole_chunks_on_a_thread():
+def test_stage_ahead_pins_two_chunks_of_the_downloads_class_on_a_thread(small_stage_ahead):
     device = PinningDevice()
+    me = threading.get_ident()
     future = stage_ahead(device, 10 * MIN_BLOCK, chunk_bytes=2 * MIN_BLOCK)
     assert future is not None and future.result(10) == 2
-    assert device.pinned == [2 * MIN_BLOCK] * 2
+    assert [n for n, _ in device.pinned] == [2 * MIN_BLOCK] * 2
+    assert all(thread != me for _, thread in device.pinned), "pinned in the caller's thread"
     # the device's context is made in the caller's thread, not the pool's (PyCUDA
     # cleans an object up outside an activation only in its context's thread)
-    assert device.activations[:1] == [threading.get_ident()]
-    # a download's two stages then come from the pool
-    pool = device.pinned_pool()
-    stages = [pool.take(2 * MIN_BLOCK), pool.take(2 * MIN_BLOCK)]
-    assert pool.hits == 2 and len(device.pinned) == 2
-    for stage in stages:
-        pool.give_back(stage)
+    assert device.activations[:1] == [me]
+    # a download smaller than a chunk copies in one chunk of its own size class
+    assert stage_ahead(device, 3 * MIN_BLOCK, chunk_bytes=8 * MIN_BLOCK).result(10) == 2
+    assert [n for n, _ in device.pinned[2:]] == [4 * MIN_BLOCK] * 2
+    # kept already: nothing more
+    assert stage_ahead(device, 10 * MIN_BLOCK, chunk_bytes=2 * MIN_BLOCK).result(10) == 0
 
 
 def test_stage_ahead_leaves_small_downloads_and_plain_memory_alone():
+    from sbmlgpu.runtime.layout import STAGE_AHEAD_MIN
+
     device = PinningDevice()
-    assert stage_ahead(device, 2 * MIN_BLOCK - 1, chunk_bytes=2 * MIN_BLOCK) is None
-    assert stage_ahead(FakeDevice(), 10 * MIN_BLOCK, chunk_bytes=2 * MIN_BLOCK) is None
+    assert stage_ahead(device, STAGE_AHEAD_MIN - 1) is None
+    assert stage_ahead(FakeDevice(), 10 * STAGE_AHEAD_MIN) is None
     assert device.pinned == []
+
+
+def test_a_staged_download_takes_the_blocks_pinned_ahead(driver, small_stage_ahead):
+    from sbmlgpu.runtime import download_staged
+
+    device = driver.devices()[0]
+    chunk = 2 * MIN_BLOCK
+    data = np.arange(5 * chunk // 8, dtype=np.float64)
+    buffer = device.to_device(data)
+    assert stage_ahead(device, data.nbytes, chunk_bytes=chunk).result(10) == 2
+    pool = device.pinned_pool()
+    misses = pool.misses
+    out = np.empty_like(data)
+    download_staged(device, buffer, out, chunk_bytes=chunk)
+    assert np.array_equal(out, data)
+    assert pool.hits == 2 and pool.misses == misses, "the download pinned its own stages"
 
 
 # --- the ode backend asks for it ---------------------------------------------------------------
 
-@pytest.mark.parametrize("summary", [False, True])
+@pytest.mark.parametrize("summary,precision", [(False, "double"), (False, "float"),
+                                               (True, "double")])
 def test_a_gpu_time_course_stages_its_download_ahead_and_the_cpu_path_does_not(
-        summary, monkeypatch):
+        summary, precision, monkeypatch):
     needs_compiler()
     from sbmlgpu.plugins.ode import program as program_module
     from sbmlgpu.plugins.ode.backend import OdeBackend
@@ -146,13 +217,19 @@ def test_a_gpu_time_course_stages_its_download_ahead_and_the_cpu_path_does_not(
     times = np.linspace(0, 160, 9)
     task = TimeCourse(times=times, parameters=params, summary=summary, progress=False)
     device = FakeDevice(compile=compile_for_host)
-    options = OdeOptions(method="dopri5", pilot_size=64).validate()
-    result = OdeBackend().compile(net, options, device).run(
-        task, Scheduler(devices=[device], progress=False))
+    options = OdeOptions(method="dopri5", pilot_size=64, precision=precision).validate()
+    program = OdeBackend().compile(net, options, device)
+    result = program.run(task, Scheduler(devices=[device], progress=False))
     outputs = len(result.ids)
-    # the time courses' bytes (doubles); a summary downloads none
-    assert asked == ([] if summary else [(device, 200 * len(times) * outputs * 8)])
+    # one launch's time courses (the fake GPU holds all 200 members at once) in the
+    # kernel's precision; a summary downloads none
+    size = 4 if precision == "float" else 8
+    assert asked == ([] if summary else [(device, 200 * len(times) * outputs * size)])
     asked.clear()
+    # two GPUs share the batches: which downloads what is the scheduler's, none staged
+    program.run(task, Scheduler(devices=[device, FakeDevice(1, compile=compile_for_host)],
+                                progress=False))
+    assert asked == []
     OdeBackend().compile(net, options, None).run(TimeCourse(
         times=times, parameters=params, progress=False))
     assert asked == []
@@ -255,6 +332,63 @@ def test_the_pycuda_driver_pins_through_the_driver_library_when_given_it(driver)
     assert plain.base.flags == driver.devices()[0].cuda.host_alloc_flags.PORTABLE
 
 
-def test_the_driver_library_loads_or_says_none():
-    loaded = DriverHostMemory.load()  # a machine without a GPU driver: None
-    assert loaded is None or hasattr(loaded.lib, "cuMemHostAlloc")
+def test_a_dropped_device_is_collected_and_its_driver_memory_freed(driver):
+    import weakref
+
+    from sbmlgpu.runtime import pycuda_driver
+
+    cuda = driver.devices()[0].cuda
+    lib = FakeDriverLibrary(current=lambda: bool(cuda.stack()))
+    given = pycuda_driver.PyCudaDriver(cuda, DriverHostMemory(lib))
+    device = given.devices()[0]
+    pool = device.pinned_pool()
+    pool.give_back(pool.take(1000))  # a block kept in the pool
+    gone = weakref.ref(device)
+    del given, device, pool
+    gc.collect()
+    assert gone() is None, "the memory's finalizer keeps the device (and its pool) alive"
+    assert len(lib.freed) == 1 and not lib.live
+
+
+STUB = r"""
+#include <stdlib.h>
+#include <string.h>
+static int frees = 0;
+int cuMemHostAlloc(void **p, size_t n, unsigned int flags) {
+    if (n > ((size_t)1 << 40)) return 2;
+    *p = malloc(n); memset(*p, 0, n); return flags == 1 ? 0 : 1; }
+int cuMemFreeHost(void *p) { free(p); frees += 1; return 0; }
+int cuMemHostGetFlags(unsigned int *flags, void *p) { *flags = 3; return p ? 0 : 1; }
+int cuGetErrorString(int code, const char **text) {
+    *text = code == 2 ? "out of memory" : "unknown"; return 0; }
+int frees_so_far(void) { return frees; }
+"""
+
+
+def test_the_driver_library_is_called_through_ctypes_as_declared(tmp_path):
+    """A stub of the four driver functions, compiled and loaded as load() loads
+    libcuda: the argument and result types declared there carry the calls."""
+    import shutil
+    import subprocess
+
+    compiler = shutil.which("gcc") or shutil.which("cc")
+    if compiler is None:
+        pytest.skip("no C compiler to build the stub driver library")
+    (tmp_path / "stub.c").write_text(STUB)
+    library = tmp_path / "libstubcuda.so"
+    subprocess.run([compiler, "-shared", "-fPIC", "-o", str(library), str(tmp_path / "stub.c")],
+                   check=True)
+    memory = DriverHostMemory.load(str(library))
+    assert memory is not None
+    activate = contextlib.nullcontext
+    block = memory.allocate(5 * MIN_BLOCK, activate, "GPU 0")
+    assert block.nbytes == 5 * MIN_BLOCK and not block.any()
+    block[-1] = 9
+    assert memory.flags(block, activate) == 3
+    del block
+    gc.collect()
+    assert memory.lib.frees_so_far() == 1
+    with pytest.raises(DeviceError, match="cuMemHostAlloc failed: out of memory"):
+        memory.allocate(1 << 41, activate, "GPU 0")
+    # a machine without a GPU driver: None, not an error
+    assert DriverHostMemory.load(str(tmp_path / "missing.so")) is None

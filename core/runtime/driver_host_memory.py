@@ -4,7 +4,7 @@ Why: PyCUDA's pagelocked_empty calls cuMemHostAlloc while it holds Python's GIL,
 page-locking is slow: the driver maps and locks every page. On the H200 host, the
 first run of a 10^5-member ensemble spent 30-45 ms more in its download than the
 repeat (docs/benchmarks.md), the two 32 MiB staging blocks that the repeat found in
-the pool (pinned.py). A thread that pins those blocks ahead (transfer.stage_ahead)
+the pool (pinned.py). A thread that pins those blocks ahead (layout.stage_ahead)
 saves that time only if the main thread can run meanwhile, e.g. the method check,
 which is Python. ctypes releases the GIL for the length of a foreign call, so the
 same cuMemHostAlloc called through ctypes runs beside the main thread.
@@ -40,11 +40,11 @@ class DriverHostMemory:
         self.lib = lib
 
     @classmethod
-    def load(cls) -> "DriverHostMemory | None":
-        """The process's CUDA driver library, or None where it does not load (then
-        PyCUDA's own allocation is used)."""
+    def load(cls, path: str = LIBRARY) -> "DriverHostMemory | None":
+        """The process's CUDA driver library (`path`), or None where it does not load
+        (then PyCUDA's own allocation is used)."""
         try:
-            lib = ctypes.CDLL(LIBRARY)
+            lib = ctypes.CDLL(path)
             lib.cuMemHostAlloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t,
                                            ctypes.c_uint]
             lib.cuMemHostAlloc.restype = ctypes.c_int
@@ -62,7 +62,9 @@ class DriverHostMemory:
                  label: str) -> np.ndarray:
         """`nbytes` of page-locked memory as a 1-D uint8 array; `activate()` makes the
         device's context current on this thread for the call (cuMemHostAlloc needs
-        one)."""
+        one) and again for cuMemFreeHost: the finalizer keeps it, so it should hold
+        the context and not the device object (which would then never be collected,
+        nor its pool's blocks)."""
         nbytes = int(nbytes)
         if nbytes <= 0:
             raise DeviceError(f"{label}: cannot page-lock {nbytes} bytes of host memory")

@@ -46,19 +46,23 @@ def pins_host_memory(device) -> bool:
         and callable(getattr(device, "pinned_pool", None))
 
 
+#: a smaller download pins its small staging quickly enough inside itself
+STAGE_AHEAD_MIN = 4 << 20
+
+
 def stage_ahead(device, nbytes: int, chunk_bytes: int = DEFAULT_CHUNK_BYTES):
     """Pin, on the host-memory threads, the two staging blocks that a download of
-    `nbytes` of time courses will take (download_staged: two chunks of at most
-    `chunk_bytes`), while the caller goes on; the download then takes them from the
-    pool, or waits for one still being pinned (pinned.PinnedPool.prefill). Measured
-    (docs/benchmarks.md): a first run's download on the H200 took 30-45 ms longer
-    than the repeat's, which found its 2 x 32 MiB in the pool; the method check
-    (Python, 20-460 ms) runs meanwhile where the driver pins without the GIL
-    (driver_host_memory.py). Only where the chunks are whole (`nbytes` at least
-    `chunk_bytes`: a smaller download's blocks are small and quick to pin, and its
-    size class is not known ahead) and the device pins (pins_host_memory). Returns
-    the future, or None where there is nothing to do."""
-    if nbytes < chunk_bytes or not pins_host_memory(device):
+    `nbytes` of time courses will take (download_staged: two chunks of
+    min(`chunk_bytes`, `nbytes`), in that size class), while the caller goes on; the
+    download then takes them from the pool, or waits for one still being pinned
+    (pinned.PinnedPool.prefill). `nbytes`: one launch's time courses, which one
+    download_staged call copies. Measured (docs/benchmarks.md): a first run's download
+    on the H200 took 30-45 ms longer than the repeat's, which found its 2 x 32 MiB in
+    the pool; the method check (Python, 20-460 ms) runs meanwhile where the driver
+    pins without the GIL (driver_host_memory.py). Only for downloads of at least
+    STAGE_AHEAD_MIN and where the device pins (pins_host_memory). Returns the future,
+    or None where there is nothing to do."""
+    if nbytes < STAGE_AHEAD_MIN or not pins_host_memory(device):
         return None
     # PyCUDA frees an object (an event, a stream) outside an activation only in the
     # thread that made its context, and otherwise warns and leaks it: the context is
@@ -66,7 +70,8 @@ def stage_ahead(device, nbytes: int, chunk_bytes: int = DEFAULT_CHUNK_BYTES):
     # H200, a first run that made it there left "out-of-thread context" warnings)
     with device.activate():
         pass
-    return host_memory_threads().submit(device.pinned_pool().prefill, chunk_bytes, 2)
+    return host_memory_threads().submit(device.pinned_pool().prefill,
+                                        min(int(chunk_bytes), int(nbytes)), 2)
 
 
 def member_major(device, source, n: int, shape: tuple[int, ...], dtype, *,

@@ -11,7 +11,7 @@ Blocks come in power-of-two sizes (at least `MIN_BLOCK`), so that a request of a
 similar size next batch finds the block the last batch gave back. Blocks given back
 are kept up to `max_cached_bytes`; beyond that they are dropped (and unpinned when
 garbage-collected). Thread-safe: the device threads of the scheduler share a pool.
-`prefill` pins blocks ahead of the takes that will want them (transfer.stage_ahead,
+`prefill` pins blocks ahead of the takes that will want them (layout.stage_ahead,
 on a thread): a first run's download then finds its staging in the pool, as a
 repeated run's does.
 
@@ -22,7 +22,9 @@ stream (or the event after the copy) first. `borrow()` is for synchronous use.
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
+import weakref
 from typing import Callable, Iterator
 
 import numpy as np
@@ -42,6 +44,23 @@ def size_class(nbytes: int) -> int:
     return max(MIN_BLOCK, 1 << max(int(nbytes) - 1, 0).bit_length())
 
 
+#: every pool, for the fork handler below
+_POOLS: "weakref.WeakSet[PinnedPool]" = weakref.WeakSet()
+
+
+def _forget_prefills_in_child() -> None:
+    """A forked child inherits a pool's count of blocks being prefilled but not the
+    thread pinning them: a take would wait for them forever. The child counts none
+    (and gets fresh locks: the parent's may have been held at the fork)."""
+    for pool in list(_POOLS):
+        pool._lock = threading.Lock()
+        pool._arrived = threading.Condition(pool._lock)
+        pool._pending = {}
+
+
+os.register_at_fork(after_in_child=_forget_prefills_in_child)
+
+
 class PinnedPool:
     """Host staging buffers of one device. `allocate(nbytes)` returns a 1-D uint8
     array of exactly `nbytes` (page-locked by a GPU driver; plain memory where
@@ -56,6 +75,7 @@ class PinnedPool:
         self._lock = threading.Lock()
         self._arrived = threading.Condition(self._lock)  # a prefilled block, or its failure
         self._pending: dict[int, int] = {}  # blocks being prefilled, per size class
+        _POOLS.add(self)
         self.hits = 0  # requests served by a kept block
         self.misses = 0  # requests that allocated a new block
         self.in_use_bytes = 0
@@ -122,14 +142,19 @@ class PinnedPool:
 
     def prefill(self, nbytes: int, count: int) -> int:
         """Allocate blocks of `nbytes`'s size class until `count` of them are kept, for
-        takes to come (e.g. the staging of a download: transfer.stage_ahead, on a
+        takes to come (e.g. the staging of a download: layout.stage_ahead, on a
         thread while the caller does other work). A take of that class meanwhile waits
         for a block in progress here rather than pinning another. Returns how many it
         allocated; a failure to allocate is left to the takes (they raise it)."""
         size = size_class(nbytes)
         with self._lock:
-            wanted = max(0, int(count) - len(self._free.get(size, ())))
-            self._pending[size] = self._pending.get(size, 0) + wanted
+            pending = self._pending.get(size, 0)
+            # blocks kept or on their way count (another prefill of this class), and
+            # no more than the pool would keep (the rest would be pinned for nothing)
+            room = (self.max_cached_bytes - self.cached_bytes
+                    - sum(k * v for k, v in self._pending.items())) // size
+            wanted = max(0, min(int(count) - len(self._free.get(size, ())) - pending, room))
+            self._pending[size] = pending + wanted
         made = 0
         try:
             for _ in range(wanted):

@@ -295,6 +295,21 @@ class PyCudaDevice(Device):
         finally:
             self.cuda.Context.pop()
 
+    def _context_activation(self):
+        """activate() of this device's context that holds the context alone, not this
+        object (for a finalizer: driver_host_memory.py)."""
+        context, cuda = self._primary_context(), self.cuda
+
+        @contextmanager
+        def activate():
+            context.push()
+            try:
+                yield
+            finally:
+                cuda.Context.pop()
+
+        return activate
+
     def free_memory(self) -> int:
         with self.activate():
             free, _total = self.cuda.mem_get_info()
@@ -367,7 +382,7 @@ class PyCudaDevice(Device):
 
     def allocate_pinned(self, nbytes: int) -> np.ndarray:
         if self._host_memory is not None:  # without the GIL (driver_host_memory.py)
-            return self._host_memory.allocate(nbytes, self.activate, repr(self))
+            return self._host_memory.allocate(nbytes, self._context_activation(), repr(self))
         flags = self.cuda.host_alloc_flags.PORTABLE
         with self.activate():
             return self._host_guard(

@@ -192,11 +192,18 @@ class OdeProgram(Program):
         times = np.asarray(task.times, dtype=float)
         n = int(task.ensemble_size)
         params = dict(task.parameters or {})
-        if self.device is not None and not task.summary and task.reduce is None:
-            # the time courses' download staging, pinned on a thread while the method
-            # check runs (runtime.layout.stage_ahead; the first run's cost, not a repeat's)
-            stage_ahead(self.device, n * len(times) * len(outputs)
-                        * (4 if o.precision == "float" else 8))
+        scheduler = default_scheduler(scheduler, self.device, task.progress)
+        devices = list(getattr(scheduler, "local_devices", ()) or ([self.device] if self.device
+                                                                  else []))
+        distributed = getattr(scheduler, "size", 1) > 1
+        if self.device is not None and len(devices) == 1 and not distributed \
+                and not task.summary and task.reduce is None:
+            # a launch's time courses: their download's staging pinned on a thread while
+            # the method check runs (runtime.layout.stage_ahead; a first run's cost, not
+            # a repeat's). One GPU alone: where several share the batches, which one
+            # downloads what is the scheduler's
+            stage_ahead(devices[0], min(n, passes.launch_cap(n, devices)) * len(times)
+                        * len(outputs) * (4 if o.precision == "float" else 8))
         with phase(profiler, "parameter table"):
             # a column with one value over an ensemble does not vary: it becomes a literal
             # of the kernel (a single member keeps its values in the table, so that runs
@@ -231,9 +238,6 @@ class OdeProgram(Program):
         config = launch(o.max_steps)
         # rk4's steps are fixed by --dt (alike over members): no second pass
         budget = passes.StepBudget(o.pass_steps if method != "rk4" else 0, o.max_steps)
-        scheduler = default_scheduler(scheduler, self.device, task.progress)
-        devices = list(getattr(scheduler, "local_devices", ()) or ([self.device] if self.device
-                                                                  else []))
         self._compile_everywhere(engine, devices, profiler)
         on_device = isinstance(engine, GpuEngine)
         # a per-member reduction of the time courses where they lie (the PEtab
@@ -305,7 +309,6 @@ class OdeProgram(Program):
         # a repeated run of this kernel (one process, one GPU rank) bundles by the cost
         # model of the last run instead of a pilot's; a summary still needs its pilot
         fit_key = (source.name, times.tobytes())
-        distributed = getattr(scheduler, "size", 1) > 1
         reuse = reason is None and not task.summary and not distributed
         known = self._cost_fits.get(fit_key) if reuse else None
         if known is not None and not known.covers(
