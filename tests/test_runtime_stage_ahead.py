@@ -8,7 +8,10 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import gc
+import os
+import signal
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -103,13 +106,45 @@ def test_a_prefill_counts_the_blocks_another_is_pinning():
     assert len(made) == 2 and len(pool._free[MIN_BLOCK]) == 2
 
 
-def test_a_forked_child_waits_for_no_prefill_of_its_parent():
-    from sbmlgpu.runtime import pinned
+def test_blocks_on_their_way_in_another_class_count_against_the_room():
+    pool = PinnedPool(lambda n: np.zeros(n, np.uint8), max_cached_bytes=3 * MIN_BLOCK)
+    pool._pending[2 * MIN_BLOCK] = 1  # as if another thread were pinning one
+    assert pool.prefill(MIN_BLOCK, 3) == 1  # room for one more block of 64 KiB
 
-    pool = PinnedPool(lambda n: np.zeros(n, np.uint8))
-    pool._pending[MIN_BLOCK] = 2  # as if a thread were pinning at the fork
-    pinned._forget_prefills_in_child()  # what os.register_at_fork runs in the child
-    assert pool.take(MIN_BLOCK).nbytes == MIN_BLOCK and pool.misses == 1
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_a_forked_child_waits_for_no_prefill_of_its_parent():
+    release, started = threading.Event(), threading.Event()
+
+    def slow(n):
+        started.set()
+        release.wait(10)
+        return np.zeros(n, np.uint8)
+
+    pool = PinnedPool(slow)
+    filler = threading.Thread(target=pool.prefill, args=(MIN_BLOCK, 2))
+    filler.start()
+    assert started.wait(10)
+    pid = os.fork()  # while the parent's thread pins: the child has no such thread
+    if pid == 0:
+        code = 3
+        try:
+            pool._allocate = lambda n: np.zeros(n, np.uint8)
+            code = 0 if pool.take(MIN_BLOCK).nbytes == MIN_BLOCK else 4
+        finally:
+            os._exit(code)
+    release.set()
+    filler.join(10)
+    for _ in range(100):
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        pytest.fail("the child waited for blocks its parent's thread was pinning")
+    assert os.waitstatus_to_exitcode(status) == 0
 
 
 def test_a_prefill_pins_no_more_than_the_pool_keeps():
@@ -225,6 +260,10 @@ def test_a_gpu_time_course_stages_its_download_ahead_and_the_cpu_path_does_not(
     # kernel's precision; a summary downloads none
     size = 4 if precision == "float" else 8
     assert asked == ([] if summary else [(device, 200 * len(times) * outputs * size)])
+    asked.clear()
+    # a scheduler that caps its launches: the bytes of one capped launch
+    program.run(task, Scheduler(devices=[device], max_batch_items=64, progress=False))
+    assert asked == ([] if summary else [(device, 64 * len(times) * outputs * size)])
     asked.clear()
     # two GPUs share the batches: which downloads what is the scheduler's, none staged
     program.run(task, Scheduler(devices=[device, FakeDevice(1, compile=compile_for_host)],

@@ -196,14 +196,18 @@ class OdeProgram(Program):
         devices = list(getattr(scheduler, "local_devices", ()) or ([self.device] if self.device
                                                                   else []))
         distributed = getattr(scheduler, "size", 1) > 1
-        if self.device is not None and len(devices) == 1 and not distributed \
+        local = tuple(getattr(scheduler, "local_devices", ()) or ())
+        if self.device is not None and len(local) == 1 and not distributed \
                 and not task.summary and task.reduce is None:
             # a launch's time courses: their download's staging pinned on a thread while
             # the method check runs (runtime.layout.stage_ahead; a first run's cost, not
             # a repeat's). One GPU alone: where several share the batches, which one
-            # downloads what is the scheduler's
-            stage_ahead(devices[0], min(n, passes.launch_cap(n, devices)) * len(times)
-                        * len(outputs) * (4 if o.precision == "float" else 8))
+            # downloads what is the scheduler's. A launch: as passes and the scheduler
+            # cap it (launch_cap, max_batch_items)
+            launch_members = min(n, passes.launch_cap(n, local),
+                                 getattr(scheduler, "max_batch_items", None) or n)
+            stage_ahead(local[0], launch_members * len(times) * len(outputs)
+                        * (4 if o.precision == "float" else 8))
         with phase(profiler, "parameter table"):
             # a column with one value over an ensemble does not vary: it becomes a literal
             # of the kernel (a single member keeps its values in the table, so that runs
