@@ -186,7 +186,10 @@ def parameter_sets(problem, network, n: int, seed: int = 0):
 _RR = None
 
 
-def _rr_init(sbml_text: str):
+def _rr_init(sbml_text: str, first=None):
+    """Load the model; `first`: _rr_simulate's arguments for a first trajectory, run
+    untimed (a first simulation in a process costs several trajectories' time, which
+    the clock must not charge to those timed)."""
     global _RR, _RR_SPECIES
     import roadrunner
 
@@ -194,6 +197,8 @@ def _rr_init(sbml_text: str):
     _RR.integrator.relative_tolerance = RTOL
     _RR.integrator.absolute_tolerance = ATOL
     _RR_SPECIES = set(_RR.model.getFloatingSpeciesIds()) | set(_RR.model.getBoundarySpeciesIds())
+    if first is not None:
+        _rr_simulate(first)
 
 
 def rr_selections(network, ids) -> list[str]:
@@ -254,15 +259,17 @@ def roadrunner_rate(sbml_text, ids, table, t_end, outputs, cores, budget):
         import roadrunner  # noqa: F401
     except Exception as exc:  # noqa: BLE001
         return {"available": False, "why": f"{type(exc).__name__}: {exc}"}
-    _rr_init(sbml_text)
+    first = (ids, table[:1], t_end, outputs)
+    _rr_init(sbml_text, first)  # (the share is sized from a rate after a first one)
     t = time.perf_counter()
-    _rr_simulate((ids, table[:5], t_end, outputs))
-    per = max((time.perf_counter() - t) / 5, 1e-5)
+    _rr_simulate((ids, table[1:6], t_end, outputs))
+    per = max((time.perf_counter() - t) / max(len(table[1:6]), 1), 1e-5)
     count = int(min(len(table), max(cores, budget * cores / per)))
     chunks = [table[i::cores][: max(1, count // cores)] for i in range(cores)]
     # spawn, not fork: a forked child inherits this process's CUDA context and dies
     # on it ("cuCtxPushCurrent failed: initialization error")
-    with mp.get_context("spawn").Pool(cores, initializer=_rr_init, initargs=(sbml_text,)) as pool:
+    with mp.get_context("spawn").Pool(cores, initializer=_rr_init,
+                                      initargs=(sbml_text, first)) as pool:
         # the clock starts once every worker is up (spawned, roadrunner imported, the
         # model loaded): a Pool returns before its workers have started, and timing
         # from there charged libRoadRunner ~1 s of start-up per run (before 2026-11-24)
