@@ -122,3 +122,45 @@ def test_the_method_check_screens_on_the_gpu_too(device):
     stub = SimpleNamespace(options=SimpleNamespace(method="auto"), _probes={}, device=device)
     method, why = OdeProgram._method(stub, model, k[None, :], np.linspace(0.0, SPAN, 5))
     assert method == "rodas4" and "screened members" in why
+
+
+def test_a_screen_that_finds_the_model_stiff_does_not_make_the_probes_members():
+    """The probes' members (a median over every member: 80 % of a stiff PEtab model's
+    check at 10^5 members) are made only where the screen does not decide."""
+    model = kernel_model(two_rates())
+    made = []
+
+    def members():
+        made.append(1)
+        return np.array([[0.1], [1.0]])
+
+    stiff = np.array([[0.5], [1e6]])
+    assert choose_method(model, members, 0.0, SPAN, screen=stiff)[0] == "rodas4"
+    assert not made
+    mild = np.array([[0.5], [2.0]])
+    assert choose_method(model, members, 0.0, SPAN, screen=mild) == \
+        choose_method(model, np.array([[0.1], [1.0]]), 0.0, SPAN, screen=mild)
+    assert made == [1]
+
+
+def test_the_probes_median_on_threads_is_numpys(monkeypatch):
+    from sbmlgpu.plugins.ode import program
+
+    table = np.random.default_rng(5).lognormal(size=(7, 200_001))
+    np.testing.assert_array_equal(program._row_medians(table), np.median(table, axis=1))
+    pieces = []
+    real = program.over_pieces
+    monkeypatch.setattr(program, "over_pieces",
+                        lambda work, n, min_items: pieces.append(n) or real(work, n, min_items))
+    program._row_medians(table)
+    assert pieces == [7]  # (rows over the threads: a table this size is worth it)
+
+
+def test_a_screen_past_its_first_chunk_finds_a_stiff_member_in_any_later_chunk():
+    """The chunks grow (256, 256, 512, 1024): a stiff member anywhere is found."""
+    model = kernel_model(two_rates())
+    for where in (0, 300, 700, 2000):
+        k = np.full((2048, 1), 0.5)
+        k[where] = 1e6
+        method, why = choose_method(model, np.array([[0.5]]), 0.0, SPAN, screen=k)
+        assert method == "rodas4" and "1 of" in why, where

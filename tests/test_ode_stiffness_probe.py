@@ -75,3 +75,20 @@ def test_the_vectorised_jacobian_is_the_column_by_column_one():
         y[j] += delta
         expected[:, j] = (np.asarray(f(0.5, *y), dtype=float) - fx) / delta
     np.testing.assert_array_equal(stiffness._jacobian(f, 0.5, x, []), expected)
+
+
+@pytest.mark.parametrize("name", ["lotka_volterra", "BIOMD0000000035"])
+def test_the_jacobians_at_many_points_in_one_call_are_each_points(name):
+    import sbmlgpu.plugins.ode.stiffness as stiffness
+    from sbmlgpu.plugins.ode.numeric import lambdify
+
+    model = _model(name)
+    f = lambdify(model, model.rhs)
+    rng = np.random.default_rng(2)
+    xs = rng.uniform(0.1, 3.0, (5, model.n_states))
+    ts = np.linspace(0.0, 4.0, 5)
+    many = stiffness._jacobians(f, ts, xs, [])
+    assert many.shape == (5, model.n_states, model.n_states)
+    for k in range(5):
+        np.testing.assert_allclose(many[k], stiffness._jacobian(f, ts[k], xs[k], []),
+                                   rtol=1e-6, atol=1e-9)

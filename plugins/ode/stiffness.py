@@ -43,6 +43,7 @@ path at 2,000 sets: 25 s a call with dopri5, 0.88 s with rodas4).
 from __future__ import annotations
 
 import logging
+from typing import Callable
 
 import numpy as np
 import sympy as sp
@@ -60,7 +61,10 @@ SCREEN_MEMBERS = 2048
 SCREEN_WORK = 5e7
 #: fewer members than this affordable: no screen (the probes' trajectories decide)
 SCREEN_MIN = 32
-#: members per batched eigenvalue call of the screen (it stops at the first stiff chunk)
+#: members in the screen's first batched eigenvalue call (it stops at the first stiff
+#: chunk); each chunk after it is as large as all before it together (256, 256, 512,
+#: 1024): a stiff model is mostly found in the first, and a model that is not stiff
+#: pays four calls' numpy overhead for 2,048 members rather than eight
 SCREEN_CHUNK = 256
 #: LSODA steps a smooth model's probe trajectory may take (else: the reference's)
 SMOOTH_MAX_STEPS = 5000
@@ -187,17 +191,36 @@ def _is_smooth(model: KernelModel) -> bool:
 
 
 def _jacobian(f, t: float, x: np.ndarray, p: list[float]) -> np.ndarray:
-    """df/dx by forward differences (step 1e-7 * max(|x_j|, 1e-5)), in one call of the
-    lambdified f on n + 1 columns (x, then x moved along each state) instead of
-    n + 1 calls: the cost of a large model's stiffness check."""
-    x = np.asarray(x, dtype=float)
-    n = x.size
-    delta = 1e-7 * np.maximum(np.abs(x), 1e-5)
-    columns = np.repeat(x[:, None], n + 1, axis=1)
-    columns[np.arange(n), np.arange(1, n + 1)] += delta
-    values = np.stack([np.broadcast_to(np.asarray(v, dtype=float), (n + 1,))
-                       for v in f(t, *columns, *p)])
-    return (values[:, 1:] - values[:, :1]) / delta[None, :]
+    """df/dx at (t, x) by forward differences (step 1e-7 * max(|x_j|, 1e-5)): _jacobians
+    at one point."""
+    return _jacobians(f, np.array([t], dtype=float), np.asarray(x, dtype=float)[None, :], p)[0]
+
+
+def _jacobians(f, ts: np.ndarray, xs: np.ndarray, p: list[float]) -> np.ndarray:
+    """(k, n, n): df/dx at each of k points (ts[i], xs[i]) by forward differences (step
+    1e-7 * max(|x_j|, 1e-5)), in one call of the lambdified f on k (n + 1) columns
+    (each x, then x moved along each state) instead of k (n + 1) calls: the cost of a
+    large model's stiffness check, and of a probe's eleven points along its trajectory."""
+    xs = np.asarray(xs, dtype=float)
+    k, n = xs.shape
+    delta = 1e-7 * np.maximum(np.abs(xs), 1e-5)  # (k, n)
+    columns = np.repeat(xs[:, :, None], n + 1, axis=2)  # (k, n, n + 1)
+    columns[:, np.arange(n), np.arange(1, n + 1)] += delta
+    columns = columns.transpose(1, 0, 2).reshape(n, k * (n + 1))  # state, (point, column)
+    t = np.repeat(np.asarray(ts, dtype=float), n + 1)
+    values = np.stack([np.broadcast_to(np.asarray(v, dtype=float), (k * (n + 1),))
+                       for v in f(t if k > 1 else float(t[0]), *columns, *p)])
+    values = values.reshape(-1, k, n + 1).transpose(1, 0, 2)  # (k, f row, column)
+    return (values[:, :, 1:] - values[:, :, :1]) / delta[:, None, :]
+
+
+def _along(f, ts: np.ndarray, xs: np.ndarray, p: list[float]) -> np.ndarray:
+    """_jacobians at a trajectory's points, in one call where f takes an array of times
+    (else, e.g. a function of t that numpy cannot broadcast, one call a point)."""
+    try:
+        return _jacobians(f, ts, xs, p)
+    except Exception:  # noqa: BLE001 - point by point, as f is called elsewhere
+        return np.stack([_jacobian(f, t, x, p) for t, x in zip(ts, xs)])
 
 
 def stiffness_index(model: KernelModel, p_values: np.ndarray, t0: float, span: float,
@@ -213,16 +236,14 @@ def stiffness_index(model: KernelModel, p_values: np.ndarray, t0: float, span: f
         p = [float(v) for v in p_values]
         with np.errstate(all="ignore"):
             x0 = np.asarray(x0f(t0, *p), dtype=float).reshape(-1)
-        worst = 0.0
-        for t, x in _states_along(probe, np.asarray(p), t0, span, x0):
-            with np.errstate(all="ignore"):
-                J = _jacobian(f, t, x, p)
-            if not np.all(np.isfinite(J)):
-                if t == t0:
-                    return float("nan")
-                continue
-            eig = np.linalg.eigvals(J)
-            worst = max(worst, -float(np.min(eig.real)))
+        points = _states_along(probe, np.asarray(p), t0, span, x0)
+        ts = np.array([t for t, _ in points], dtype=float)
+        with np.errstate(all="ignore"):
+            J = _along(f, ts, np.stack([x for _, x in points]), p)
+        finite = np.all(np.isfinite(J), axis=(1, 2))
+        if not finite[0]:  # (at t0; a later point without one is left out)
+            return float("nan")
+        worst = max(0.0, -float(np.min(np.linalg.eigvals(J[finite]).real)))
     except Exception as exc:  # noqa: BLE001 - a heuristic: fall back to the robust method
         log.debug("stiffness check failed: %s", exc)
         return float("nan")
@@ -284,8 +305,10 @@ def _screen(model: KernelModel, screen: np.ndarray, t0: float, span: float,
     index = np.full(len(screen), np.nan)
     # in chunks: one stiff member decides, and a stiff model has many (Bachmann_MSB2011:
     # 380 of 512), so that the eigenvalues of every member are computed only when needed
-    for start in range(0, len(screen), SCREEN_CHUNK):
-        chunk = slice(start, start + SCREEN_CHUNK)
+    start = 0
+    while start < len(screen):
+        chunk = slice(start, start + max(SCREEN_CHUNK, start))
+        start = chunk.stop
         try:
             index[chunk] = initial_stiffness(model, screen[chunk], t0, span, probe)
         except Exception as exc:  # noqa: BLE001 - a heuristic: the probes decide then
@@ -302,19 +325,26 @@ def _screen(model: KernelModel, screen: np.ndarray, t0: float, span: float,
             f"(> {STIFF_SPAN_EIGENVALUE:g})"), index
 
 
-def choose_method(model: KernelModel, members: np.ndarray, t0: float,
-                  span: float, screen: np.ndarray | None = None,
+def _probed_members(members, n_varied: int) -> np.ndarray:
+    """choose_method's `members` as a (k, varied) array (made now where it is a function)."""
+    members = np.atleast_2d(np.asarray(members() if callable(members) else members,
+                                       dtype=float))
+    if members.shape[1] != n_varied:
+        members = members.reshape(-1, n_varied)
+    return members
+
+
+def choose_method(model: KernelModel, members: "np.ndarray | Callable[[], np.ndarray]",
+                  t0: float, span: float, screen: np.ndarray | None = None,
                   probes: dict | None = None) -> tuple[str, str]:
     """(method, why) for --method auto; `members`: (k, varied) parameter sets to
-    probe (a wide ensemble holds stiff and non-stiff members: stiff if any is).
+    probe (a wide ensemble holds stiff and non-stiff members: stiff if any is), or
+    a function that makes them, called only where the screen does not decide.
     `screen`: more parameter sets, looked at at their initial state first
     (initial_stiffness); when none is stiff there, the trajectories follow the first
     of `members` (the median) and the screened sets nearest to stiff instead of the
     other `members`. `probes`: where the caller keeps the probes' shared pieces from
     run to run of one model (the lambdified model and the reference's compiled model)."""
-    members = np.atleast_2d(np.asarray(members, dtype=float))
-    if members.shape[1] != len(model.varied):
-        members = members.reshape(-1, len(model.varied))
     # stiff if any member is: probing stops at the first stiff one
     try:
         probe = _probe_for(model, probes) if model.n_states else None
@@ -325,6 +355,8 @@ def choose_method(model: KernelModel, members: np.ndarray, t0: float,
         found, index = _screen(model, screen, t0, span, probe)
         if found is not None:
             return "rodas4", found
+    members = _probed_members(members, len(model.varied))
+    if screen is not None and probe is not None and len(screen):
         # the trajectories then follow the median and the screened members nearest to
         # stiff at t0 (Crauste_CellSystems2017: 8e4 at t0 becomes 2e6 along the way)
         nearest = np.argsort(-np.nan_to_num(index, nan=-np.inf), kind="stable")
