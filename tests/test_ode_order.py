@@ -272,3 +272,40 @@ def test_with_lanes_that_refill_repeated_runs_time_both_orders_and_keep_the_fast
     assert set(info) == {"bundled", "unbundled"} and min(info.values()) > 0
     if not faster:
         assert "ns a step unbundled" in result.metadata["bundling"]
+
+
+@pytest.mark.parametrize("lanes", [64, 640])
+def test_a_first_run_with_more_members_than_refilling_lanes_has_no_pilot(
+        ensemble, monkeypatch, lanes):
+    """Under lanes that refill with more members than lanes, a first run launches no
+    pilot (the order would save about what the pilot costs): its members in their
+    order, the reason said, its own steps fitting the next run's cost model. With a
+    lane for every member (640), warps decide and the pilot runs as before."""
+    from sbmlgpu.ode.engines import GpuEngine
+    from sbmlgpu.plugins.ode import bundling
+    from sbmlgpu.tasks import TimeCourse
+
+    net, params, unbundled = ensemble
+    monkeypatch.setattr(GpuEngine, "resident_lanes",
+                        lambda self, device, block, max_lanes=0: lanes)
+    device, program, scheduler = _fake_gpu_program(net)
+
+    def run():
+        before = len(device.launches)
+        result = program.run(TimeCourse(times=TIMES, parameters=params, progress=False),
+                             scheduler)
+        sizes = [grid[0] * block[0] for name, grid, block, _ in device.launches[before:]
+                 if name not in (GATHER, "sbmlgpu_member_major")]
+        assert np.array_equal(result.status, unbundled.status)
+        assert np.array_equal(result.data, unbundled.data)
+        return result, sizes
+
+    first, first_sizes = run()
+    second, second_sizes = run()
+    assert second.metadata["bundling_info"]["fitted_on"] == "the previous run"
+    if lanes < 640:
+        assert first.metadata["bundling"] == bundling.FIRST_UNDER_REFILL
+        assert len(first_sizes) == len(second_sizes) == 1  # no pilot launch either time
+    else:
+        assert first.metadata["bundling_info"]["fitted_on"] == "the pilot"
+        assert len(first_sizes) == len(second_sizes) + 1

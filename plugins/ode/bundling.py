@@ -18,7 +18,9 @@ thread has one member (the CPU-free one-member-per-thread kernel, or fewer membe
 than the GPU holds at once) the order fills warps (lane_efficiency); where threads
 take the next member when theirs ends (lanes that refill, more members than lanes) no
 lane waits for its warp's slowest member, and the order only makes the costliest
-members start first instead of last (refill_makespan). Measured on an H200 at 10^5
+members start first instead of last (refill_makespan), which saves about the slowest
+member's time at most, what a pilot's launch costs too: a first run there runs no
+pilot (program.py), and the runs after it time both orders. Measured on an H200 at 10^5
 PEtab sets: under refill the order still sped Fujita's kernels up (0.37 s against
 0.51 s) and nothing else, while the plan cost Zhao, Sneyd, Brannmark and Rahman
 0.02-0.1 s a call (docs/benchmarks.md, issue 13's fifth round).
@@ -35,6 +37,10 @@ from sbmlgpu.schedule import (CostPredictor, Permutation, bundle, lane_efficienc
 from sbmlgpu.schedule.bundling import WARP
 
 MIN_RATIO = 10
+#: the plan's reason in a first run under lanes that refill (program.py: no pilot there)
+FIRST_UNDER_REFILL = ("not used in a first run with lanes that refill: no pilot (with more "
+                      "members than lanes, the order would save about what a pilot costs); "
+                      "this run's steps fit the cost model of the next")
 #: bundle only where the cost model's order raises the lane efficiency of the members
 #: it was fitted on by this factor: below it the plan, the sort and the gathers cost
 #: more than they save (measured, benchmarks/ode_lane_efficiency.py: Zhao's and

@@ -5,7 +5,10 @@
    combination), the method resolved (`--method auto`).
 2. Pilot (adaptive methods with bundling, and `--summary`): `pilot_size` random
    members run first; their step counts train the bundling predictor and their
-   outputs fix the histogram ranges of the on-device quantiles.
+   outputs fix the histogram ranges of the on-device quantiles. Not in a first run
+   under lanes that refill with more members than lanes (the order would save about
+   what the pilot costs), nor in a repeated run, which orders by the cost model fitted
+   on the run before.
 3. The ensemble runs through the scheduler's batch planner (memory per member: its
    table column, its outputs, status and steps; a delay() model's history ring), in
    bundled order if bundling is on;
@@ -321,6 +324,17 @@ class OdeProgram(Program):
         # under refill, repeated runs time both orders and keep the faster (the list
         # schedule in steps does not say what ordering saves in time)
         timed = known is not None and lanes is not None and n > lanes
+        # and a first run there has no pilot (plain order; its own steps fit the cost
+        # model of the runs after it): with more members than lanes no lane waits for
+        # its warp, and the order only starts the costliest members first, which saves
+        # at most about the slowest member's time (a list schedule ends within one
+        # item of the mean load), while the pilot's launch costs about its slowest
+        # member's time too (H200, 10^5 PEtab sets: pilots of 0.009-0.18 s, after which
+        # 19 of 22 models kept their order)
+        unpiloted = reason is None and known is None and lanes is not None and n > lanes \
+            and not task.summary
+        if unpiloted:
+            plans.append(bundling.BundlePlan(None, bundling.FIRST_UNDER_REFILL))
         if known is not None:
             with phase(profiler, "bundling plan"):
                 plans.append(bundling.plan_by(
@@ -340,14 +354,14 @@ class OdeProgram(Program):
                 + source.history_buffer_reals(1) * itemsize  # delay(): a last block's padding
             return BatchMemory(per_member, fixed, WARP if bundled else 1)
 
-        pilot = (reason is None and known is None) or task.summary
+        pilot = (reason is None and known is None and not unpiloted) or task.summary
         first_pass = launch(budget.first_pass_steps)
         job = EnsembleJob(
             n, (len(times), 0 if reduce is not None else len(outputs)),
             batch_runner(first_pass), memory,
             summary=OVER_OK_MEMBERS if task.summary else None, bins=o.quantile_bins,
             pilot=Pilot.sample(bundling.pilot(n, o.pilot_size, task.seed)) if pilot else None,
-            order=order if reason is None and known is None else None,
+            order=order if reason is None and known is None and not unpiloted else None,
             launch_order=plans[0].permutation if known is not None else None,
             spill=Spill(o.spill_bytes, prefix="sbmlgpu-ode-"), progress=task.progress,
             desc="trajectories",
