@@ -368,6 +368,52 @@ def passes(meta: dict) -> dict:
             if k.startswith(("first_pass", "second_pass", "later_passes"))}
 
 
+class StackSampler:
+    """Every thread's innermost frames every SAMPLE_S while it runs (sys._current_frames):
+    where a run's wall time goes that cProfile, which sees the calling thread alone,
+    cannot say (a background thread holding the GIL, a wait on a lock)."""
+
+    SAMPLE_S = 0.002
+    DEPTH = 4
+
+    def __init__(self):
+        import collections
+        import threading
+
+        self.counts = collections.Counter()
+        self.samples = 0
+        self._stop = threading.Event()
+        self._me = None
+        self._thread = threading.Thread(target=self._run, daemon=True, name="stack-sampler")
+        self._thread.start()
+
+    def _run(self) -> None:
+        import threading
+
+        self._me = threading.get_ident()
+        while not self._stop.wait(self.SAMPLE_S):
+            names = {t.ident: t.name for t in threading.enumerate()}
+            self.samples += 1
+            for ident, frame in sys._current_frames().items():
+                if ident == self._me:
+                    continue
+                where = []
+                while frame is not None and len(where) < self.DEPTH:
+                    code = frame.f_code
+                    where.append(f"{Path(code.co_filename).name}:{frame.f_lineno} {code.co_name}")
+                    frame = frame.f_back
+                self.counts[(names.get(ident, str(ident)), " < ".join(where))] += 1
+
+    def stop(self, lines: int) -> dict:
+        """{samples, sample_s, top: [[thread, frames, samples], ...]} (the `lines` most
+        frequent)."""
+        self._stop.set()
+        self._thread.join()
+        return {"samples": self.samples, "sample_s": self.SAMPLE_S,
+                "top": [[name, where, count]
+                        for (name, where), count in self.counts.most_common(lines)]}
+
+
 def profile_text(profiler: cProfile.Profile, lines: int) -> str:
     """The top `lines` functions of a cProfile run, by cumulative and by own time."""
     text = io.StringIO()
@@ -444,8 +490,13 @@ def run_model(folder: Path, args, device, save) -> dict:
 
     # the ensemble, every time course into host memory
     save(row, "ensemble")
+    sampler = StackSampler() if args.sample_first else None
     started = time.perf_counter()
-    outcome = run(sets)
+    try:
+        outcome = run(sets)
+    finally:
+        if sampler is not None:
+            row["gpu_first_stacks"] = sampler.stop(args.sample_first)
     wall = time.perf_counter() - started
     result = outcome.result
     meta = result.metadata
@@ -677,12 +728,19 @@ def main(argv=None) -> int:
                         help="run the repeat under cProfile and keep its top LINES "
                              "functions and every span in the row (gpu_repeat.cprofile, "
                              "gpu_repeat.spans_s) [default: 0, off]")
+    parser.add_argument("--sample-first", type=int, default=0, metavar="LINES",
+                        help="sample every thread's stack every 2 ms during the first "
+                             "ensemble run and keep the LINES most frequent "
+                             "(gpu_first_stacks) [default: 0, off]")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # the child: one model
     parser.add_argument("--row-out", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.profile_repeat < 0:
         parser.error(f"--profile-repeat must be 0 (off) or a number of lines, not "
                      f"{args.profile_repeat}")
+    if args.sample_first < 0:
+        parser.error(f"--sample-first must be 0 (off) or a number of lines, not "
+                     f"{args.sample_first}")
     if args.one:
         return run_one(args)
 
