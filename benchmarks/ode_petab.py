@@ -374,7 +374,7 @@ class StackSampler:
     cannot say (a background thread holding the GIL, a wait on a lock)."""
 
     SAMPLE_S = 0.002
-    DEPTH = 4
+    DEPTH = 16
 
     def __init__(self):
         import collections

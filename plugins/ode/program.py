@@ -715,10 +715,14 @@ def _row_medians(table: np.ndarray) -> np.ndarray:
     releases the GIL): 27 x 10^5 values took 40 ms on one core of the development
     machine, 80 % of a stiff PEtab model's method check then (issue 13)."""
     rows, n = table.shape
-    if rows < 2 or rows * n < (1 << 20):
+    if rows < 2 or rows * n < (1 << 18):
         return np.median(table, axis=1)
     return np.concatenate(over_pieces(lambda a, b: np.median(table[a:b], axis=1), rows,
                                       min_items=1))
+
+
+#: the least a thread copies of the parameter table (_table)
+TABLE_PIECE_BYTES = 1 << 20
 
 
 def _table(params: dict, varied: tuple[str, ...], n: int,
@@ -748,5 +752,8 @@ def _table(params: dict, varied: tuple[str, ...], n: int,
         for row, column in zip(table, columns):
             row[start:stop] = column if column.size == 1 else column[start:stop]
 
-    over_pieces(piece, n)
+    # pieces of TABLE_PIECE_BYTES or more: a first run's table is fresh memory, whose
+    # page faults (most of its copy: 27 x 10^5 values took 19 ms there on the H200's
+    # host against 4 ms in a repeat) then fall on several threads
+    over_pieces(piece, n, min_items=max(1, TABLE_PIECE_BYTES // (8 * max(len(table), 1))))
     return table
