@@ -148,39 +148,14 @@ def _smooth_states(probe: _Probe, p_values: np.ndarray, t0: float, span: float,
     reference's model, most of a first check's cost (~1 s for a 25-state model), is
     then not needed. None when LSODA fails or takes more than SMOOTH_MAX_STEPS steps
     (the reference follows the model then)."""
-    from scipy.integrate import LSODA
-
-    times = np.linspace(t0, t0 + span, 11)
     p = [float(v) for v in p_values]
 
     def rhs(t, x):
         return np.asarray(probe.f(t, *x, *p), dtype=float).reshape(-1)
 
-    points = []
-    try:
-        with np.errstate(all="ignore"):
-            # LSODA's own Jacobian would call f n times from Fortran
-            solver = LSODA(rhs, t0, np.asarray(x0, float), t0 + span, rtol=1e-6, atol=1e-9,
-                           jac=lambda t, x: _jacobian(probe.f, t, x, p))
-            k = 1
-            for _ in range(SMOOTH_MAX_STEPS):
-                if solver.status != "running":
-                    break
-                solver.step()
-                if solver.status == "failed":
-                    return None
-                dense = solver.dense_output()
-                while k < len(times) and times[k] <= solver.t:
-                    x = np.asarray(dense(times[k]), dtype=float)
-                    if np.all(np.isfinite(x)):
-                        points.append((float(times[k]), x))
-                    k += 1
-            if solver.status == "running":
-                return None
-    except Exception as exc:  # noqa: BLE001 - a heuristic: the reference's trajectory then
-        log.debug("stiffness check: no smooth trajectory (%s)", exc)
-        return None
-    return points
+    # LSODA's own Jacobian would call f n times from Fortran
+    return _lsoda_points(rhs, lambda t, x: _jacobian(probe.f, t, x, p), t0, span,
+                         np.asarray(x0, float), 1)[0]
 
 
 def _smooth_states_many(probe: _Probe, members: np.ndarray, t0: float, span: float
@@ -193,8 +168,6 @@ def _smooth_states_many(probe: _Probe, members: np.ndarray, t0: float, span: flo
     control is shared, so the points differ from eight solves within the tolerances.
     None where the members' initial states are not finite, LSODA fails or takes more
     than SMOOTH_MAX_STEPS steps (each member is then probed alone)."""
-    from scipy.integrate import LSODA
-
     members = np.atleast_2d(np.asarray(members, dtype=float))
     k, n = members.shape[0], probe.model.n_states
     p = list(members.T)  # one array over members per varied parameter
@@ -202,7 +175,6 @@ def _smooth_states_many(probe: _Probe, members: np.ndarray, t0: float, span: flo
         x0 = _over_members(probe.x0f(t0, *p), k).T  # (k, n)
     if not np.all(np.isfinite(x0)):
         return None
-    times = np.linspace(t0, t0 + span, 11)
 
     def rhs(t, y):
         return _over_members(probe.f(t, *y.reshape(k, n).T, *p), k).T.reshape(-1)
@@ -214,30 +186,42 @@ def _smooth_states_many(probe: _Probe, members: np.ndarray, t0: float, span: flo
             out[i * n:(i + 1) * n, i * n:(i + 1) * n] = blocks[i]
         return out
 
+    points = _lsoda_points(rhs, jac, t0, span, x0.reshape(-1), k)
+    return None if points[0] is None else points
+
+
+def _lsoda_points(rhs, jac, t0: float, span: float, y0: np.ndarray, k: int
+                  ) -> list[list[tuple[float, np.ndarray]]] | list[None]:
+    """For each of the k members whose states y0 holds one after another: (t, x) at
+    ten points of [t0, t0 + span] where x is finite, from scipy's LSODA at the
+    reference's loose tolerances; [None] * k when it fails or takes more than
+    SMOOTH_MAX_STEPS steps."""
+    from scipy.integrate import LSODA
+
+    times = np.linspace(t0, t0 + span, 11)
     points: list[list[tuple[float, np.ndarray]]] = [[] for _ in range(k)]
     try:
         with np.errstate(all="ignore"):
-            solver = LSODA(rhs, t0, x0.reshape(-1), t0 + span, rtol=1e-6, atol=1e-9,
-                           jac=jac)
+            solver = LSODA(rhs, t0, y0, t0 + span, rtol=1e-6, atol=1e-9, jac=jac)
             at = 1
             for _ in range(SMOOTH_MAX_STEPS):
                 if solver.status != "running":
                     break
                 solver.step()
                 if solver.status == "failed":
-                    return None
+                    return [None] * k
                 dense = solver.dense_output()
                 while at < len(times) and times[at] <= solver.t:
-                    x = np.asarray(dense(times[at]), dtype=float).reshape(k, n)
-                    for i in range(k):
-                        if np.all(np.isfinite(x[i])):
-                            points[i].append((float(times[at]), x[i]))
+                    x = np.asarray(dense(times[at]), dtype=float).reshape(k, -1)
+                    for member, row in zip(points, x):
+                        if np.all(np.isfinite(row)):
+                            member.append((float(times[at]), row))
                     at += 1
             if solver.status == "running":
-                return None
-    except Exception as exc:  # noqa: BLE001 - a heuristic: each member alone then
-        log.debug("stiffness check: no smooth trajectories (%s)", exc)
-        return None
+                return [None] * k
+    except Exception as exc:  # noqa: BLE001 - a heuristic: another trajectory then
+        log.debug("stiffness check: no smooth trajectory (%s)", exc)
+        return [None] * k
     return points
 
 
