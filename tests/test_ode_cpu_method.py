@@ -166,28 +166,6 @@ def test_a_screen_past_its_first_chunk_finds_a_stiff_member_in_any_later_chunk()
         assert method == "rodas4" and "1 of" in why, where
 
 
-@pytest.mark.parametrize("rows", [0, 2, 27])
-def test_the_parameter_table_is_copied_on_threads_in_pieces_of_a_mebibyte(rows, monkeypatch):
-    """A first run's table is fresh memory: its copy (and page faults) goes to the
-    host threads in pieces of TABLE_PIECE_BYTES or more, the values as given."""
-    from sbmlgpu.plugins.ode import program
-
-    n = 100_000
-    rng = np.random.default_rng(9)
-    params = {f"p{i}": rng.normal(size=n) for i in range(rows)}
-    params["c"] = np.full(1, 2.5)  # one value for every member
-    varied = (*params,)
-    calls = []
-    real = program.over_pieces
-    monkeypatch.setattr(program, "over_pieces", lambda work, m, min_items: calls.append(
-        (m, min_items)) or real(work, m, min_items))
-    table = program._table(params, varied, n)
-    assert table.shape == (rows + 1, n)
-    for row, pid in zip(table, varied):
-        np.testing.assert_array_equal(row, np.broadcast_to(params[pid], n))
-    assert calls == [(n, max(1, program.TABLE_PIECE_BYTES // (8 * (rows + 1))))]
-
-
 def test_a_smooth_models_probes_run_as_one_system_and_find_each_members_index(monkeypatch):
     """The probes of a smooth model are one LSODA system over the members
     (_smooth_states_many): each member's points and index as when it is probed alone

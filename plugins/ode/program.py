@@ -721,10 +721,6 @@ def _row_medians(table: np.ndarray) -> np.ndarray:
                                       min_items=1))
 
 
-#: the least a thread copies of the parameter table (_table)
-TABLE_PIECE_BYTES = 1 << 20
-
-
 def _table(params: dict, varied: tuple[str, ...], n: int,
            counts: np.ndarray | None = None) -> np.ndarray:
     """The (varied, n) float64 table of the ensemble's parameter columns, and with
@@ -752,8 +748,8 @@ def _table(params: dict, varied: tuple[str, ...], n: int,
         for row, column in zip(table, columns):
             row[start:stop] = column if column.size == 1 else column[start:stop]
 
-    # pieces of TABLE_PIECE_BYTES or more: a first run's table is fresh memory, whose
-    # page faults (most of its copy: 27 x 10^5 values took 19 ms there on the H200's
-    # host against 4 ms in a repeat) then fall on several threads
-    over_pieces(piece, n, min_items=max(1, TABLE_PIECE_BYTES // (8 * max(len(table), 1))))
+    # (pieces of 1 MiB, so that a first run's page faults fell on several threads, made
+    # the H200 host's first runs slower: 0.029-0.045 s against 0.014-0.023 s, 22 PEtab
+    # models at 10^5 members, issue 13)
+    over_pieces(piece, n)
     return table
