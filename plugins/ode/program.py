@@ -749,7 +749,7 @@ def _table(params: dict, varied: tuple[str, ...], n: int,
             row[start:stop] = column if column.size == 1 else column[start:stop]
 
     # (pieces of 1 MiB, so that a first run's page faults fell on several threads, made
-    # the H200 host's first runs slower: 0.029-0.045 s against 0.014-0.023 s, 22 PEtab
-    # models at 10^5 members, issue 13)
+    # the H200 host's first runs slower: 0.018-0.045 s against 0.001-0.029 s on 21 of 22
+    # PEtab models at 10^5 members, issue 13)
     over_pieces(piece, n)
     return table
