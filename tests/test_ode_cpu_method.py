@@ -190,3 +190,42 @@ def test_a_smooth_models_probes_run_as_one_system_and_find_each_members_index(mo
     monkeypatch.setattr(stiffness, "_smooth_states_many", lambda *a: None)  # each alone
     alone = choose_method(model, members, 0.0, SPAN), choose_method(model, stiff, 0.0, SPAN)
     assert [m for m, _ in many] == [m for m, _ in alone] == ["dopri5", "rodas4"]
+
+
+def test_stacked_probes_that_fail_leave_each_member_to_be_probed_alone():
+    """A model function that takes no arrays of members (the stacked probes' call) must
+    not end the check: each member is probed alone, as before, with the same choice."""
+    from sbmlgpu.plugins.ode import stiffness
+
+    model = kernel_model(two_rates())
+    members = np.array([[0.5], [3.0], [40.0]])
+    expected = choose_method(model, members, 0.0, SPAN)
+    probes = {}
+    probe = stiffness._probe_for(model, probes)
+    real = probe.x0f
+
+    def scalars_only(t, *p):
+        if any(np.ndim(v) for v in p):
+            raise TypeError("array parameters")
+        return real(t, *p)
+
+    probe.x0f = scalars_only
+    assert stiffness._smooth_states_many(probe, members[1:], 0.0, SPAN) is None
+    assert choose_method(model, members, 0.0, SPAN, probes=probes) == expected
+
+
+def test_a_stiff_median_ends_the_check_before_the_other_probes(monkeypatch):
+    """The first member (the median) is probed alone: where it is stiff, the others
+    are neither integrated alone nor stacked."""
+    from sbmlgpu.plugins.ode import stiffness
+
+    model = kernel_model(two_rates())
+    stacked = []
+    real = stiffness._smooth_states_many
+    monkeypatch.setattr(stiffness, "_smooth_states_many",
+                        lambda *a: stacked.append(1) or real(*a))
+    stiff_first = np.array([[2e5], [0.5], [3.0]])
+    assert choose_method(model, stiff_first, 0.0, SPAN)[0] == "rodas4"
+    assert not stacked
+    assert choose_method(model, stiff_first[::-1].copy(), 0.0, SPAN)[0] == "rodas4"
+    assert stacked == [1]  # the median mild: the other two stacked

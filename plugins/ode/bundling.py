@@ -38,9 +38,10 @@ from sbmlgpu.schedule.bundling import WARP
 
 MIN_RATIO = 10
 #: the plan's reason in a first run under lanes that refill (program.py: no pilot there)
-FIRST_UNDER_REFILL = ("not used in a first run with lanes that refill: no pilot (with more "
-                      "members than lanes, the order would save about what a pilot costs); "
-                      "this run's steps fit the cost model of the next")
+FIRST_UNDER_REFILL = ("not used: lanes refill and no earlier run's cost model covers this "
+                      "one (a first run), and with more members than lanes the order would "
+                      "save about what a pilot costs, so none ran; this run's steps fit the "
+                      "cost model of the next")
 #: bundle only where the cost model's order raises the lane efficiency of the members
 #: it was fitted on by this factor: below it the plan, the sort and the gathers cost
 #: more than they save (measured, benchmarks/ode_lane_efficiency.py: Zhao's and

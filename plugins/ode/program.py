@@ -331,8 +331,9 @@ class OdeProgram(Program):
         # item of the mean load), while the pilot's launch costs about its slowest
         # member's time too (H200, 10^5 PEtab sets: pilots of 0.009-0.18 s, after which
         # 19 of 22 models kept their order)
-        unpiloted = reason is None and known is None and lanes is not None and n > lanes \
-            and not task.summary
+        # (`reuse`: no summary, which needs its pilot, and not distributed, where ranks
+        # could count their lanes differently and every rank must take the pilot's way)
+        unpiloted = reuse and known is None and lanes is not None and n > lanes
         if unpiloted:
             plans.append(bundling.BundlePlan(None, bundling.FIRST_UNDER_REFILL))
         if known is not None:

@@ -68,6 +68,10 @@ SCREEN_MIN = 32
 SCREEN_CHUNK = 256
 #: LSODA steps a smooth model's probe trajectory may take (else: the reference's)
 SMOOTH_MAX_STEPS = 5000
+#: states of one LSODA system of several probes at most (_smooth_states_many): a
+#: review measured stacked probes of a 32-state model that turns stiff after t0 at 3.1 s
+#: with a dense Jacobian against 0.064 s one at a time
+STACK_MAX_STATES = 128
 #: functions whose jumps LSODA cannot step over (the reference locates them)
 _JUMPS = (sp.ceiling, sp.floor, sp.Piecewise, sp.Heaviside, sp.sign, sp.Mod, sp.Min,
           sp.Max, sp.Abs, sp.frac)
@@ -161,48 +165,58 @@ def _smooth_states(probe: _Probe, p_values: np.ndarray, t0: float, span: float,
 def _smooth_states_many(probe: _Probe, members: np.ndarray, t0: float, span: float
                         ) -> list[list[tuple[float, np.ndarray]]] | None:
     """_smooth_states of k members ((k, varied) parameter sets) at once: one LSODA
-    system of their k x n states, whose right-hand side and (block-diagonal) Jacobian
-    are one lambdified call over the members, so that k probes cost about one probe's
-    Python calls (each call and step of one probe costs far more in Python than its
-    arithmetic: Rahman_MBS2016's eight probes, 900 steps, took 0.1 s). Their error
-    control is shared, so the points differ from eight solves within the tolerances.
-    None where the members' initial states are not finite, LSODA fails or takes more
-    than SMOOTH_MAX_STEPS steps (each member is then probed alone)."""
-    members = np.atleast_2d(np.asarray(members, dtype=float))
-    k, n = members.shape[0], probe.model.n_states
-    p = list(members.T)  # one array over members per varied parameter
-    with np.errstate(all="ignore"):
-        x0 = _over_members(probe.x0f(t0, *p), k).T  # (k, n)
+    system of their k x n states, whose right-hand side and (block-diagonal, given as
+    a band of n - 1 on each side) Jacobian are one lambdified call over the members,
+    so that k probes cost about one probe's Python calls (each call and step of one
+    probe costs far more in Python than its arithmetic: Rahman_MBS2016's eight probes,
+    900 steps, took 0.1 s). Their error control is shared, so the points differ from k
+    solves within the tolerances. None where the members' initial states are not
+    finite, something fails, or LSODA takes more than SMOOTH_MAX_STEPS steps (each
+    member is then probed alone)."""
+    try:
+        members = np.atleast_2d(np.asarray(members, dtype=float))
+        k, n = members.shape[0], probe.model.n_states
+        p = list(members.T)  # one array over members per varied parameter
+        with np.errstate(all="ignore"):
+            x0 = _over_members(probe.x0f(t0, *p), k).T  # (k, n)
+    except Exception as exc:  # noqa: BLE001 - a heuristic: each member alone then
+        log.debug("stiffness check: no stacked probes (%s)", exc)
+        return None
     if not np.all(np.isfinite(x0)):
         return None
+    # LSODA's packed band: J[r, c] at [n - 1 + r - c, c]; member i's block at rows and
+    # columns i n .. i n + n - 1
+    a, b = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+    band_rows = (n - 1 + a - b)[None, :, :]
+    band_cols = (np.arange(k)[:, None, None] * n + b[None, :, :])
 
     def rhs(t, y):
         return _over_members(probe.f(t, *y.reshape(k, n).T, *p), k).T.reshape(-1)
 
     def jac(t, y):
-        blocks = _jacobians(probe.f, np.full(k, t), y.reshape(k, n), p)
-        out = np.zeros((k * n, k * n))
-        for i in range(k):
-            out[i * n:(i + 1) * n, i * n:(i + 1) * n] = blocks[i]
+        out = np.zeros((2 * n - 1, k * n))
+        out[np.broadcast_to(band_rows, (k, n, n)), band_cols] = \
+            _jacobians(probe.f, np.full(k, t), y.reshape(k, n), p)
         return out
 
-    points = _lsoda_points(rhs, jac, t0, span, x0.reshape(-1), k)
+    points = _lsoda_points(rhs, jac, t0, span, x0.reshape(-1), k, band=n - 1)
     return None if points[0] is None else points
 
 
-def _lsoda_points(rhs, jac, t0: float, span: float, y0: np.ndarray, k: int
-                  ) -> list[list[tuple[float, np.ndarray]]] | list[None]:
+def _lsoda_points(rhs, jac, t0: float, span: float, y0: np.ndarray, k: int,
+                  band: int | None = None) -> list[list[tuple[float, np.ndarray]]] | list[None]:
     """For each of the k members whose states y0 holds one after another: (t, x) at
     ten points of [t0, t0 + span] where x is finite, from scipy's LSODA at the
     reference's loose tolerances; [None] * k when it fails or takes more than
-    SMOOTH_MAX_STEPS steps."""
+    SMOOTH_MAX_STEPS steps. `band`: jac returns the packed band of this half-width."""
     from scipy.integrate import LSODA
 
     times = np.linspace(t0, t0 + span, 11)
     points: list[list[tuple[float, np.ndarray]]] = [[] for _ in range(k)]
     try:
         with np.errstate(all="ignore"):
-            solver = LSODA(rhs, t0, y0, t0 + span, rtol=1e-6, atol=1e-9, jac=jac)
+            solver = LSODA(rhs, t0, y0, t0 + span, rtol=1e-6, atol=1e-9, jac=jac,
+                           lband=band, uband=band)
             at = 1
             for _ in range(SMOOTH_MAX_STEPS):
                 if solver.status != "running":
@@ -396,7 +410,8 @@ def choose_method(model: KernelModel, members: "np.ndarray | Callable[[], np.nda
     of `members` (the median) and the screened sets nearest to stiff instead of the
     other `members`. `probes`: where the caller keeps the probes' shared pieces from
     run to run of one model (the lambdified model and the reference's compiled model)."""
-    # stiff if any member is: probing stops at the first stiff one
+    # stiff if any member is: probing stops at the first stiff one (stacked probes,
+    # below, are integrated together, then looked at in order)
     try:
         probe = _probe_for(model, probes) if model.n_states else None
     except Exception as exc:  # noqa: BLE001 - a heuristic: fall back to the robust method
@@ -412,13 +427,18 @@ def choose_method(model: KernelModel, members: "np.ndarray | Callable[[], np.nda
         # stiff at t0 (Crauste_CellSystems2017: 8e4 at t0 becomes 2e6 along the way)
         nearest = np.argsort(-np.nan_to_num(index, nan=-np.inf), kind="stable")
         members = np.vstack([members[:1], screen[nearest[:max(len(members) - 1, 0)]]])
-    # a smooth model's probes in one LSODA system (else, or where that fails, each alone)
-    along = _smooth_states_many(probe, members, t0, span) \
-        if probe is not None and len(members) > 1 and span > 0 and _is_smooth(model) else None
+    # the first member (the median) alone, as a stiff one ends the check; a small smooth
+    # model's other probes then in one LSODA system (else, or where that fails, each
+    # alone): past STACK_MAX_STATES states the system's arithmetic, not Python, costs
+    stack = probe is not None and span > 0 and _is_smooth(model) and len(members) > 2 \
+        and (len(members) - 1) * model.n_states <= STACK_MAX_STATES
+    along = None
     indices = []
     for i, row in enumerate(members):
+        if i == 1 and stack:
+            along = _smooth_states_many(probe, members[1:], t0, span)
         indices.append(stiffness_index(model, row, t0, span, probe,
-                                       along[i] if along is not None else None))
+                                       along[i - 1] if along is not None and i else None))
         if not np.isfinite(indices[-1]):
             return "rodas4", ("the stiffness check could not evaluate the Jacobian: the "
                               "stiff method")
