@@ -41,7 +41,8 @@ def _run(root, out, *extra):
 
 
 def test_every_folder_is_a_row_and_a_broken_one_says_why(root, tmp_path):
-    rows = _run(root, tmp_path / "out", "--model-budget", "300", "--profile-repeat", "5")
+    rows = _run(root, tmp_path / "out", "--model-budget", "300", "--profile-repeat", "5",
+                "--sample-first", "6")
     boehm = rows["Boehm_JProteomeRes2014"]
     assert boehm["stage"] == "done" and "error" not in boehm
     assert sum(boehm["status_counts"].values()) == 60
@@ -65,6 +66,11 @@ def test_every_folder_is_a_row_and_a_broken_one_says_why(root, tmp_path):
         boehm["gpu_repeat"]["breakdown_s"]["program_run"])
     assert "function calls" in boehm["gpu_repeat"]["cprofile"]
     assert "execute" in boehm["gpu_repeat"]["cprofile"]
+    # --sample-first: the first run's threads, sampled (the main thread among them)
+    stacks = boehm["gpu_first_stacks"]
+    assert stacks["samples"] > 0 and 0 < len(stacks["top"]) <= 6
+    assert any(name == "MainThread" for name, _, _ in stacks["top"])
+    assert all(count > 0 and ":" in where for _, where, count in stacks["top"])
     assert boehm["nominal_vs_reference"] < 1e-3
     assert boehm["objective"]["sets"] == 60 and sum(
         boehm["objective"]["status_counts"].values()) == 60
@@ -81,13 +87,14 @@ def test_a_model_past_its_budget_is_stopped_with_what_it_finished(root, tmp_path
     assert row["stage"] != "done" and row["model_wall_s"] < 60
 
 
-def test_a_negative_profile_repeat_is_one_error_line(capsys):
+@pytest.mark.parametrize("option", ["--profile-repeat", "--sample-first"])
+def test_a_negative_line_count_is_one_error_line(capsys, option):
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("ode_petab", SCRIPT)
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     with pytest.raises(SystemExit) as stopped:
-        script.main(["--profile-repeat", "-1"])
+        script.main([option, "-1"])
     assert stopped.value.code == 2
-    assert "--profile-repeat must be 0 (off)" in capsys.readouterr().err
+    assert f"{option} must be 0 (off)" in capsys.readouterr().err
