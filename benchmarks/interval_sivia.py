@@ -30,7 +30,9 @@ A row has the keys ROW_KEYS:
   search's own time, the paving's statistics `seconds`)
 - the paving's statistics of the last run: boxes_evaluated, boxes_feasible,
   boxes_undetermined, boxes_rejected, boxes_integration_failed, boxes_per_second,
-  kernel_seconds, launches, taylor_steps, complete, stopped_by; volume_feasible,
+  kernel_seconds, launches, taylor_steps, data_enclosures (enclosures evaluated at
+  data times inside steps: one per time checked alone, one per span), complete,
+  stopped_by; volume_feasible,
   volume_undetermined
 - truth_verdict: where the parameters the data were made with fall (feasible or
   undetermined; `rejected` would be a soundness failure and is printed as one)
@@ -68,13 +70,14 @@ QUICK_EPSILON = {"lv": 1e-3, "seir2": 1e-2, "seir3": 2e-2}
 ROW_KEYS = ("case", "engine", "kernel", "device", "epsilon", "times", "repeat", "wall_s",
             "wall_seconds", "run_s", "boxes_evaluated", "boxes_feasible",
             "boxes_undetermined", "boxes_rejected", "boxes_integration_failed",
-            "boxes_per_second", "kernel_seconds", "launches", "taylor_steps", "complete",
+            "boxes_per_second", "kernel_seconds", "launches", "taylor_steps",
+            "data_enclosures", "complete",
             "stopped_by", "volume_feasible", "volume_undetermined", "truth_verdict",
             "thesis_k20_s", "speedup_vs_k20", "thesis_cpu8_s", "registers", "local_bytes",
             "shared_bytes", "max_threads_per_block", "kernel_attributes")
 STATISTICS = ("boxes_evaluated", "boxes_feasible", "boxes_undetermined", "boxes_rejected",
               "boxes_integration_failed", "boxes_per_second", "kernel_seconds", "launches",
-              "taylor_steps", "complete", "stopped_by")
+              "taylor_steps", "data_enclosures", "complete", "stopped_by")
 KERNEL_OPTION = "kernel"
 
 
@@ -252,7 +255,8 @@ def main(argv=None) -> None:
                        ("wall s", "wall_s", ".3f"), ("kernel s", "kernel_seconds", ".3f"),
                        ("boxes", "boxes_evaluated", "d"), ("boxes/s", "boxes_per_second", ".4g"),
                        ("feasible", "boxes_feasible", "d"),
-                       ("undet.", "boxes_undetermined", "d"), ("truth", "truth_verdict", "s"),
+                       ("undet.", "boxes_undetermined", "d"), ("steps", "taylor_steps", "d"),
+                       ("encl.", "data_enclosures", "d"), ("truth", "truth_verdict", "s"),
                        ("K20 s", "thesis_k20_s", "g"), ("x K20", "speedup_vs_k20", ".1f"),
                        ("regs", "registers", "d"), ("local B", "local_bytes", "d")]))
 

@@ -154,8 +154,8 @@ class PersistentEmulator(FakeKernel):
         (queue_lo, queue_hi, ready, capacity, ctl_buf, volume_buf, out_lo, out_hi, out_code,
          out_capacity, spill_lo, spill_hi, spill_code, fixed_lo, fixed_hi, scale_buf,
          epsilon, point, n_times, times, first, output, lower, upper, wide, max_step,
-         tolerance, max_halvings, max_steps, box_limit, budget, fetch_idle, eager_create,
-         slice_ns) = args
+         tolerance, max_halvings, max_steps, span, step_rule, box_limit, budget, fetch_idle,
+         eager_create, slice_ns) = args
         assert isinstance(capacity, np.uint64) and isinstance(box_limit, np.uint64)
         assert isinstance(n_times, np.int32) and isinstance(budget, np.int64)
         self.arguments.append(dict(capacity=int(capacity), box_limit=int(box_limit),
@@ -174,13 +174,13 @@ class PersistentEmulator(FakeKernel):
                     output.view(np.int32, m).copy(), lower.view(np.float64, m).copy(),
                     upper.view(np.float64, m).copy())
         limits = Limits(float(epsilon), float(wide), float(max_step), float(tolerance),
-                        int(max_halvings), int(max_steps))
+                        int(max_halvings), int(max_steps), int(span), int(step_rule))
         scale = scale_buf.view(np.float64, nk)
         c = point.view(np.float64, point.nbytes // 8)
         flo, fhi = fixed_lo.view(np.float64, nf), fixed_hi.view(np.float64, nf)
         lanes = grid[0] * block[0]
         counts = dict.fromkeys(P.COUNTERS, 0)
-        steps = volume = 0.0
+        steps = volume = enclosures = 0.0
         spilled = []
 
         def spill(lo, hi, code):
@@ -215,6 +215,7 @@ class PersistentEmulator(FakeKernel):
                 v = int(checked.verdict[k])
                 counts["evaluated"] += 1
                 steps += int(checked.steps[k])
+                enclosures += int(checked.enclosures[k])
                 counts["failed"] += v == FAILED
                 kept = None
                 if v == 1:
@@ -263,6 +264,7 @@ class PersistentEmulator(FakeKernel):
         for k, name in enumerate(P.COUNTERS):
             ctl[P.CTL_COUNTERS + k] = counts[name]
         ctl[P.CTL_STEPS] = int(steps)
+        ctl[P.CTL_ENCLOSURES] = int(enclosures)
         if not ctl[P.CTL_STOP]:  # what is left: the queue's unread slots, the spill
             ctl[P.CTL_ACTIVE] = int(ctl[P.CTL_TAIL] - ctl[P.CTL_HEAD]) + sum(
                 code == P.SPILL_QUEUED for _, _, code in spilled)
@@ -303,7 +305,8 @@ def rows_of(paving):
 PRESPLIT = 2
 
 COUNTED = ("boxes_evaluated", "boxes_feasible", "boxes_rejected", "boxes_bisected",
-           "boxes_undetermined", "boxes_integration_failed", "taylor_steps")
+           "boxes_undetermined", "boxes_integration_failed", "taylor_steps",
+           "data_enclosures")
 
 
 @pytest.fixture(scope="module")

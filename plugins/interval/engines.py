@@ -42,12 +42,15 @@ class Limits:
     tolerance: float  # the remainder's width per step, relative to 1 + |x|
     max_halvings: int
     max_steps: int
+    span: int  # data times one span check covers at most (< 2: each alone)
+    step_rule: int  # index into options.STEP_RULES
 
 
 @dataclass
 class Verdicts:
     verdict: np.ndarray  # (b,) int8
     steps: np.ndarray  # (b,) int64
+    enclosures: np.ndarray  # (b,) int64: evaluated at data times inside steps
     seconds: float  # the kernel (GPU) or the host call
     record: np.ndarray | None = None  # (b, times, n, 2): see check(record=True)
 
@@ -67,7 +70,7 @@ class HostEngine:
             entry.argtypes = [ctypes.c_longlong, p, p, p, ctypes.c_int, p, p, p, p, p,
                               ctypes.c_double, ctypes.c_double,
                               ctypes.c_double, ctypes.c_double, ctypes.c_int,
-                              ctypes.c_longlong, p, p, p]
+                              ctypes.c_longlong, ctypes.c_int, ctypes.c_int, p, p, p, p]
             entry.restype = ctypes.c_int
             self._entry = entry
 
@@ -81,6 +84,7 @@ class HostEngine:
         boxes = np.empty((b, len(data.times), n, 2)) if record else None
         verdict = np.empty(b, np.int8)
         steps = np.empty(b, np.int64)
+        enclosures = np.empty(b, np.int64)
         arrays = [np.ascontiguousarray(a, dtype=t) for a, t in (
             (lower, np.float64), (upper, np.float64), (point, np.float64),
             (data.times, np.float64), (data.first, np.int32), (data.output, np.int32),
@@ -92,10 +96,12 @@ class HostEngine:
                         ptr[6], ptr[7], limits.epsilon, limits.wide,
                         limits.max_step, limits.tolerance,
                         limits.max_halvings,
-                        limits.max_steps, verdict.ctypes.data_as(ctypes.c_void_p),
+                        limits.max_steps, limits.span, limits.step_rule,
+                        verdict.ctypes.data_as(ctypes.c_void_p),
                         steps.ctypes.data_as(ctypes.c_void_p),
+                        enclosures.ctypes.data_as(ctypes.c_void_p),
                         boxes.ctypes.data_as(ctypes.c_void_p) if record else None)
-        return Verdicts(verdict, steps, time.perf_counter() - start, boxes)
+        return Verdicts(verdict, steps, enclosures, time.perf_counter() - start, boxes)
 
 
 class DeviceBuild:
@@ -150,7 +156,8 @@ class GpuEngine(DeviceBuild):
             buffers.append(hi)
             verdict_buf = device.alloc(max(b, 1))
             steps_buf = device.alloc(8 * max(b, 1))
-            buffers += [verdict_buf, steps_buf]
+            enclosures_buf = device.alloc(8 * max(b, 1))
+            buffers += [verdict_buf, steps_buf, enclosures_buf]
             shape = (b, len(data.times), self.source.n, 2)
             record_buf = device.alloc(8 * max(int(np.prod(shape)), 1)) if record else None
             if record_buf is not None:
@@ -160,14 +167,16 @@ class GpuEngine(DeviceBuild):
                     output, low, high, np.float64(limits.epsilon),
                     np.float64(limits.wide), np.float64(limits.max_step),
                     np.float64(limits.tolerance),
-                    np.int32(limits.max_halvings), np.int64(limits.max_steps), verdict_buf,
-                    steps_buf, record_buf if record_buf is not None else np.uintp(0)]
+                    np.int32(limits.max_halvings), np.int64(limits.max_steps),
+                    np.int32(limits.span), np.int32(limits.step_rule), verdict_buf,
+                    steps_buf, enclosures_buf, record_buf if record_buf is not None else np.uintp(0)]
             block = self.block_size
             timing = self._function.launch(((b + block - 1) // block,), (block,), args, 0)
             verdict = device.from_device(verdict_buf, (b,), np.int8)
             steps = device.from_device(steps_buf, (b,), np.int64)
+            enclosures = device.from_device(enclosures_buf, (b,), np.int64)
             boxes = device.from_device(record_buf, shape, np.float64) if record else None
-            return Verdicts(verdict, steps, timing.ms / 1e3, boxes)
+            return Verdicts(verdict, steps, enclosures, timing.ms / 1e3, boxes)
         finally:
             for buffer in buffers:
                 buffer.free()

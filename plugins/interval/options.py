@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from sbmlgpu.backend import BackendOptions, option
 
 KERNELS = ("persistent", "multi")
+# the order of IV_STEPS_* in kernels/validated.cuh
+STEP_RULES = ("doubling", "predicted")
 
 
 @dataclass
@@ -23,6 +25,16 @@ class IntervalOptions(BackendOptions):
     max_halvings: int = option(20, "halvings of a step whose a-priori enclosure fails "
                                    "before the box is left undecided", minimum=0,
                                maximum=60)
+    step_rule: str = option("predicted", "how the next step's length is chosen: predicted "
+                                         "(from the last remainder's width against its "
+                                         "allowance, which grows as h^p) or doubling (twice "
+                                         "after a step, half after a failure); every step is "
+                                         "guaranteed either way", choices=STEP_RULES)
+    span: int = option(64, "data times inside one step checked at once, from one enclosure "
+                           "over their span of time, where the box is well inside their "
+                           "data (the verdict is the one the times give alone; the span "
+                           "shrinks where it is not, grows where it is); 0 or 1: each time "
+                           "alone", minimum=0, maximum=1_000_000)
     max_steps: int = option(1_000_000, "integration steps per box before it is left "
                                        "undecided", minimum=1)
     wide: float = option(1.0, "stop a box that will be split once an output's enclosure "
@@ -67,6 +79,10 @@ class IntervalOptions(BackendOptions):
                                       "32 are")
     fetch_idle: int = option(8, "persistent kernel, eager fetch: idle lanes (of a warp's "
                                 "32) that make the warp fetch", minimum=1, maximum=32)
+    warps_per_sm: int = option(0, "persistent kernel: resident warps per SM at most (0: as "
+                                  "many as its registers allow; fewer keep each lane's local "
+                                  "memory, its Taylor pieces, nearer in the caches)",
+                               minimum=0, maximum=64)
     step_budget: int = option(8, "persistent kernel: Taylor steps a lane tries before its "
                                  "warp looks for idle lanes", minimum=1)
     eager_create: bool = option(False, "persistent kernel: when the queue is empty, busy "

@@ -27,9 +27,10 @@ from .sivia import Budget, Search
 # ctl[] words: IV_CTL_* in kernels/persistent.cu
 CTL_HEAD, CTL_TAIL, CTL_ACTIVE, CTL_STARTED, CTL_STOP, CTL_KEPT, CTL_SPILLED = range(7)
 COUNTERS = ("evaluated", "feasible", "rejected", "bisected", "undetermined", "failed")
-CTL_COUNTERS = 7  # the first of COUNTERS, then steps and split
+CTL_COUNTERS = 7  # the first of COUNTERS, then steps, split and enclosures
 CTL_STEPS, CTL_SPLIT = CTL_COUNTERS + len(COUNTERS), CTL_COUNTERS + len(COUNTERS) + 1
-CTL_WORDS = CTL_SPLIT + 1
+CTL_ENCLOSURES = CTL_SPLIT + 1
+CTL_WORDS = CTL_ENCLOSURES + 1
 STOPS = {1: "queue full", 2: "output full", 4: "time slice"}  # IV_STOP_*
 BOX_LIMIT = 3  # not a stop: the kernel began all the boxes it could and finished them
 SPILL_QUEUED = -1  # IV_SPILL_QUEUED: a box to check again (0, 1: kept)
@@ -50,12 +51,14 @@ class QueueSettings:
     fetch_idle: int  # idle lanes that make a warp fetch; WARP: no eager fetch
     eager_create: bool
     launch_seconds: float  # 0: none
+    warps_per_sm: int = 0  # resident warps per SM (0: as many as the registers allow)
 
     @classmethod
     def of(cls, options) -> "QueueSettings":
         return cls(int(options.queue_capacity), int(options.step_budget),
                    int(options.fetch_idle) if options.eager_fetch else WARP,
-                   bool(options.eager_create), float(options.launch_seconds))
+                   bool(options.eager_create), float(options.launch_seconds),
+                   int(options.warps_per_sm))
 
 
 @dataclass
@@ -65,6 +68,7 @@ class PersistentRun:
     launches: int = 0
     kernel_seconds: float = 0.0
     steps: int = 0
+    enclosures: int = 0  # evaluated at data times inside steps (a span check: one)
     split: int = 0  # boxes bisected by eager create
     ended_by: dict = field(default_factory=dict)  # launches ended early, by STOPS reason
     stopped: str | None = None  # the budget that stopped the search (Budget.exceeded)
@@ -74,14 +78,18 @@ class PersistentRun:
     slice_seconds: float = 0.0  # a launch's time (0: none); doubled when one got nothing done
 
 
-def resident_blocks(properties, attributes, block: int) -> int:
+def resident_blocks(properties, attributes, block: int, warps_per_sm: int = 0) -> int:
     """Blocks of `block` threads one SM holds at once with the kernel's registers
-    (the occupancy calculation: registers are given per warp in units of 256)."""
+    (the occupancy calculation: registers are given per warp in units of 256), or
+    fewer: as many as hold `warps_per_sm` warps (0: no such cap; at least one block)."""
     warps = math.ceil(block / WARP)
     by_threads = properties.max_threads_per_sm // block
     per_warp = math.ceil(max(attributes.registers, 1) * WARP / 256) * 256
     by_registers = properties.registers_per_sm // (per_warp * warps)
-    return max(1, min(by_threads, by_registers, MAX_BLOCKS_PER_SM))
+    blocks = min(by_threads, by_registers, MAX_BLOCKS_PER_SM)
+    if warps_per_sm:
+        blocks = min(blocks, warps_per_sm // warps)
+    return max(1, blocks)
 
 
 class PersistentEngine(DeviceBuild):
@@ -100,8 +108,8 @@ class PersistentEngine(DeviceBuild):
         device = self.device
         nk = len(search.lower)
         block = self.block_size
-        grid = device.properties.sm_count * resident_blocks(device.properties,
-                                                           self._function.attributes, block)
+        grid = device.properties.sm_count * resident_blocks(
+            device.properties, self._function.attributes, block, settings.warps_per_sm)
         capacity = self._capacity(settings.capacity, nk)
         run = PersistentRun(grid=grid, block=block, capacity=capacity,
                             slice_seconds=settings.launch_seconds)
@@ -159,7 +167,8 @@ class PersistentEngine(DeviceBuild):
                 upper, np.float64(limits.wide), np.float64(limits.max_step),
                 np.float64(limits.tolerance),
                 np.int32(limits.max_halvings),
-                np.int64(limits.max_steps), np.uint64(box_limit),
+                np.int64(limits.max_steps), np.int32(limits.span),
+                np.int32(limits.step_rule), np.uint64(box_limit),
                 np.int64(settings.step_budget), np.int32(settings.fetch_idle),
                 np.int32(1 if settings.eager_create else 0),
                 np.int64(slice_ns)]
@@ -172,6 +181,7 @@ class PersistentEngine(DeviceBuild):
         volume = float(device.from_device(buffers.volume, (1,), np.float64)[0])
         search.tally(counts, volume)
         run.steps += int(ctl[CTL_STEPS])
+        run.enclosures += int(ctl[CTL_ENCLOSURES])
         run.split += int(ctl[CTL_SPLIT])
         reason = int(ctl[CTL_STOP])
         if not reason and int(ctl[CTL_STARTED]) >= box_limit and drained:

@@ -38,7 +38,7 @@ from sbmlgpu.views.ode import OdeSystem
 from .engines import Data, GpuEngine, HostEngine, Limits
 from .kernels import interval_source, persistent_source
 from .model import IntervalModel
-from .options import IntervalOptions
+from .options import STEP_RULES, IntervalOptions
 from .persistent import PersistentEngine, QueueSettings
 from .sivia import COUNTS, KEPT_UNDETERMINED, Bisection, Budget, Chunk, Search, chunks_of
 
@@ -146,6 +146,7 @@ class IntervalProgram(Program):
             for c in chunks:
                 decision = bisection.decide(c, verdicts.verdict[offset:offset + len(c)])
                 decision.steps = int(verdicts.steps[offset:offset + len(c)].sum())
+                decision.enclosures = int(verdicts.enclosures[offset:offset + len(c)].sum())
                 children.append(chunks_of(decision.halves, chunk))
                 decision.halves = None  # they travel as new items, not in the result
                 decisions.append((decision, verdicts.seconds * len(c) / max(b, 1)))
@@ -227,6 +228,7 @@ class IntervalProgram(Program):
             "complete": stopped is None, "stopped_by": stopped or "",
             **_box_statistics(counts, left, search.rejected_volume),
             "kernel_seconds": done.kernel_seconds, "taylor_steps": done.steps,
+            "data_enclosures": done.enclosures,
             "boxes_presplit": counts["presplit"], "seconds": seconds,
             "boxes_per_second": counts["evaluated"] / max(seconds, 1e-12),
             "launches": done.launches, "ranks": 1, "devices": 1,
@@ -297,6 +299,7 @@ def _assemble(model, finished, left, search_lo, search_hi, task):
                           float(sum(d.rejected_volume for d in decisions))),
         "kernel_seconds": float(sum(done.result[1] for done in finished)),
         "taylor_steps": int(sum(d.steps for d in decisions)),
+        "data_enclosures": int(sum(d.enclosures for d in decisions)),
     }
     paving = Paving(model.unknown,
                     np.concatenate(lower) if lower else np.zeros((0, k)),
@@ -358,7 +361,8 @@ def _check_step_count(o: IntervalOptions, span: float) -> None:
 
 def _limits(o: IntervalOptions, epsilon: float = 0.0) -> Limits:
     return Limits(float(epsilon), float(o.wide), float(o.max_step),
-                  float(o.tolerance), int(o.max_halvings), int(o.max_steps))
+                  float(o.tolerance), int(o.max_halvings), int(o.max_steps), int(o.span),
+                  STEP_RULES.index(o.step_rule))
 
 
 def _point_values(model: IntervalModel, task: Estimation) -> np.ndarray:

@@ -49,6 +49,7 @@ class Decision:
     rejected_volume: float = 0.0
     halves: Chunk | None = None
     steps: int = 0
+    enclosures: int = 0  # evaluated at data times inside steps (a span check: one)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,8 @@
     const double *lower, const double *upper, double epsilon, double wide, \
     double max_step, double tolerance, \
     int max_halvings, \
-    long long max_steps, signed char *verdict, long long *steps, ival *record
+    long long max_steps, int span_max, int step_rule, signed char *verdict, \
+    long long *steps, long long *enclosures, ival *record
 
 SBMLGPU_HD void iv_check_one(long long b, IV_CHECK_ARGUMENTS)
 {
@@ -21,12 +22,14 @@ SBMLGPU_HD void iv_check_one(long long b, IV_CHECK_ARGUMENTS)
     P.lower = lower; P.upper = upper; P.max_step = max_step; P.tolerance = tolerance;
     P.epsilon = epsilon; P.wide = wide;
     P.max_halvings = max_halvings; P.max_steps = max_steps;
+    P.span_max = span_max; P.step_rule = step_rule;
     iv_box box;
     iv_scratch w;
     verdict[b] = (signed char)iv_check_box(&box, q_lo + b * IV_NQ, q_hi + b * IV_NQ, point,
                                            &P, record ? record + b * n_times * IV_N : 0,
                                            &w);
     steps[b] = box.steps;
+    enclosures[b] = box.enclosures;
 }
 
 #ifdef __CUDACC__
@@ -36,7 +39,7 @@ extern "C" __global__ void iv_check(IV_CHECK_ARGUMENTS)
     if (b < n_boxes)
         iv_check_one(b, n_boxes, q_lo, q_hi, point, n_times, times, first, output, lower,
                      upper, epsilon, wide, max_step, tolerance, max_halvings, max_steps,
-                     verdict, steps, record);
+                     span_max, step_rule, verdict, steps, enclosures, record);
 }
 #endif
 
@@ -47,7 +50,7 @@ extern "C" int iv_check_host(IV_CHECK_ARGUMENTS)
     for (long long b = 0; b < n_boxes; ++b)
         iv_check_one(b, n_boxes, q_lo, q_hi, point, n_times, times, first, output, lower,
                      upper, epsilon, wide, max_step, tolerance, max_halvings, max_steps,
-                     verdict, steps, record);
+                     span_max, step_rule, verdict, steps, enclosures, record);
     return 0;
 }
 #endif

@@ -58,7 +58,8 @@
 #define IV_CTL_FAILURES 12
 #define IV_CTL_STEPS 13        /* Taylor steps of the boxes evaluated */
 #define IV_CTL_SPLIT 14        /* boxes bisected by eager create (not evaluated) */
-#define IV_CTL_WORDS 15
+#define IV_CTL_ENCLOSURES 15   /* enclosures evaluated at data times inside steps */
+#define IV_CTL_WORDS 16
 
 #define IV_STOP_QUEUE_FULL 1
 #define IV_STOP_OUTPUT_FULL 2
@@ -197,7 +198,7 @@ extern "C" __global__ void iv_persistent(
     const double *point, int n_times, const double *times, const int *first,
     const int *output, const double *lower, const double *upper, double wide,
     double max_step, double tolerance, int max_halvings, long long max_steps,
-    unsigned long long box_limit, long long budget,
+    int span_max, int step_rule, unsigned long long box_limit, long long budget,
     int fetch_idle, int eager_create, long long slice_ns)
 {
     iv_problem P;
@@ -205,6 +206,7 @@ extern "C" __global__ void iv_persistent(
     P.lower = lower; P.upper = upper; P.max_step = max_step; P.tolerance = tolerance;
     P.epsilon = epsilon; P.wide = wide;
     P.max_halvings = max_halvings; P.max_steps = max_steps;
+    P.span_max = span_max; P.step_rule = step_rule;
 
     const int lane = threadIdx.x & 31;
     const unsigned below = (1u << lane) - 1u;  /* the lanes before this one */
@@ -215,7 +217,8 @@ extern "C" __global__ void iv_persistent(
     int verdict = IV_RUNNING;     /* its verdict, once known */
     int out_of_tickets = 0;       /* this warp saw the box limit reached (warp-uniform) */
     unsigned long long evaluated = 0, feasible = 0, rejected = 0, bisected = 0,
-                       undetermined = 0, failed = 0, steps = 0, split = 0;
+                       undetermined = 0, failed = 0, steps = 0, split = 0,
+                       enclosures = 0;
     double volume = 0.0;          /* of the boxes rejected */
     const long long started_ns = iv_now_ns();
 
@@ -354,6 +357,7 @@ extern "C" __global__ void iv_persistent(
             have = 0;
             ++evaluated;
             steps += box.steps;
+            enclosures += box.enclosures;
             failed += verdict == IV_FAILED;
             if (verdict == IV_FEASIBLE) {
                 ++feasible;
@@ -440,9 +444,9 @@ extern "C" __global__ void iv_persistent(
     }
 
     /* the counters, once per lane */
-    unsigned long long mine[8] = {evaluated, feasible, rejected, bisected, undetermined,
-                                  failed, steps, split};
-    for (int k = 0; k < 8; ++k)
+    unsigned long long mine[9] = {evaluated, feasible, rejected, bisected, undetermined,
+                                  failed, steps, split, enclosures};
+    for (int k = 0; k < 9; ++k)
         if (mine[k])
             atomicAdd(&ctl[IV_CTL_EVALUATED + k], mine[k]);
     if (volume != 0.0)

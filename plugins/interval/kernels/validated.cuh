@@ -33,6 +33,11 @@
 #ifndef IV_APRIORI_TRIES
 #define IV_APRIORI_TRIES 4
 #endif
+#define IV_SPAN_MIN 2  /* the fewest data times a span check covers */
+#define IV_SPAN_SINGLES 8  /* times checked alone after the shortest span failed */
+#define IV_SPAN_STREAK 4  /* span checks passed in a row before the span doubles (one
+                             that fails costs a check: doubling after every pass would
+                             fail every other check where the span is about right) */
 #define IV_NV (IV_N * IV_D)
 #define IV_NXV (IV_N + IV_NV)
 
@@ -59,6 +64,8 @@ typedef struct {
     ival Binv[IV_D * IV_D];
     double B1[IV_D * IV_D];
     ival remainder[IV_N];   /* x_p over the a-priori box (times tau^p at a time tau in) */
+    double excess;          /* the last step's remainder over its allowance (largest over
+                               x; 0 when the a-priori enclosure failed first) */
     ival dz[IV_D];          /* z - zhat at the step's start: (X - xhat, Q - qhat) */
     iv_state start;         /* the state the step started from */
 } iv_scratch;
@@ -183,6 +190,7 @@ SBMLGPU_HD int iv_step(iv_state *s, double t1, const ival *c_box, const ival *c_
     ival H = iv_sub(iv_point(t1), iv_point(s->t));
     ival T = iv_make(s->t, t1);
     ival apriori[IV_N];
+    w->excess = 0.0;
     if (!iv_apriori(s->X, c_box, T, iv_make(0.0, H.hi), apriori, w))
         return 0;
 
@@ -195,15 +203,24 @@ SBMLGPU_HD int iv_step(iv_state *s, double t1, const ival *c_box, const ival *c_
     ival v[IV_D];
     /* 3. the polynomial at the centre; v = u + R */
     ival remainder[IV_N];
+    int within = 1;
     for (int i = 0; i < IV_N; ++i) {
         w->remainder[i] = coef[p * IV_N + i];
         remainder[i] = iv_mul(coef[p * IV_N + i], Hp);
         /* accuracy, not soundness: a remainder small against the value, or against
            the box's own width (a wide box cannot be tighter than its spread) */
         double allowed = fmax(tolerance * (1.0 + iv_mag(s->X[i])), 1e-3 * iv_width(s->X[i]));
-        if (!(iv_width(remainder[i]) <= allowed))
-            return 0;
+        double width = iv_width(remainder[i]);
+        if (!(width <= allowed)) {  /* NaN too */
+            within = 0;
+            w->excess = allowed > 0.0 && width < INFINITY ? fmax(w->excess, width / allowed)
+                                                          : INFINITY;
+        } else if (allowed > 0.0) {
+            w->excess = fmax(w->excess, width / allowed);
+        }
     }
+    if (!within)
+        return 0;
     for (int i = 0; i < IV_N; ++i)
         coef[i] = iv_point(s->zhat[i]);
     iv_taylor_x(p - 1, coef, c_mid, iv_point(s->t));
@@ -297,18 +314,21 @@ SBMLGPU_HD int iv_step(iv_state *s, double t1, const ival *c_box, const ival *c_
     return 1;
 }
 
-/* The box of x at start + tau, tau in (0, h] of the step just taken (its pieces are
-   in w): the Taylor polynomial at the centre, the remainder coefficient over the
-   a-priori box (valid at every time of the step) times tau^p, and the Jacobian of the
-   polynomial at tau applied in Lohner's coordinates (start B, r), intersected with
-   the plain mean-value form. Data times inside a step cost this, not a step.
+/* The box of x at the times T (a point, or a span of times) inside (start, start + h]
+   of the step just taken (its pieces are in w): the Taylor polynomial at the centre,
+   the remainder coefficient over the a-priori box (valid at every time of the step)
+   times tau^p, and the Jacobian of the polynomial at tau applied in Lohner's
+   coordinates (start B, r), intersected with the plain mean-value form. Data times
+   inside a step cost this, not a step. Over a span, every operation takes tau as an
+   interval, so the box holds x at every time of the span (inclusion isotonicity: it
+   also holds the box of each time of the span alone).
    0: the two forms are disjoint (only an unsound enclosure could do that): the box
    is failed, never decided. */
-SBMLGPU_HD int iv_dense(const iv_scratch *w, double t_at, ival *X)
+SBMLGPU_HD int iv_dense(const iv_scratch *w, ival T, ival *X)
 {
     const int p = SBMLGPU_TAYLOR_ORDER;
     const iv_state *s0 = &w->start;
-    ival tau = iv_sub(iv_point(t_at), iv_point(s0->t));
+    ival tau = iv_sub(T, iv_point(s0->t));
     ival taup = iv_powi(tau, p);
     for (int i = 0; i < IV_N; ++i) {
         ival v = iv_add(iv_horner(w->coef + i, IV_N, p, tau), iv_mul(w->remainder[i], taup));
@@ -348,7 +368,26 @@ typedef struct {
     double tolerance;     /* remainder width per step, relative to 1 + |x| */
     int max_halvings;     /* of a step whose a-priori enclosure fails */
     long long max_steps;  /* per box */
+    int span_max;         /* data times a span check may cover (< 2: each time alone) */
+    int step_rule;        /* IV_STEPS_DOUBLING or IV_STEPS_PREDICTED */
 } iv_problem;
+
+/* How the next step's length is chosen (options.STEP_RULES, in this order):
+   doubling: twice the last after a step, half after a failure;
+   predicted: from the remainder's width over its allowance (the remainder grows as h^p:
+   the step that would just meet it, times 0.9; at most 4x longer, at least 10x shorter,
+   and half after a failed a-priori enclosure, which gives no such measure). Either way
+   each step is proved; the rule only decides how many tries and steps a box takes. */
+#define IV_STEPS_DOUBLING 0
+#define IV_STEPS_PREDICTED 1
+
+SBMLGPU_HD double iv_step_factor(int rule, int accepted, double excess)
+{
+    if (rule != IV_STEPS_PREDICTED || !(excess > 0.0))
+        return accepted ? 2.0 : 0.5;
+    double f = 0.9 * pow(excess, -1.0 / SBMLGPU_TAYLOR_ORDER);
+    return accepted ? fmin(fmax(f, 1.0), 4.0) : fmin(fmax(f, 0.1), 0.5);
+}
 
 #define IV_RUNNING (-1)
 
@@ -363,6 +402,10 @@ typedef struct {
     int halvings;    /* of the current step */
     double h_next;
     long long steps;
+    long long enclosures;  /* evaluated at data times inside steps (a span: one) */
+    int span;        /* data times the next span check covers */
+    int single_until;  /* data times before this index are checked one at a time */
+    int span_streak;   /* span checks passed since the span last changed */
 } iv_box;
 
 /* Start a box (q_lo, q_hi: IV_NQ each; point: IV_NC constants). IV_RUNNING, or
@@ -389,6 +432,10 @@ SBMLGPU_HD int iv_box_start(iv_box *b, const double *q_lo, const double *q_hi,
     double span = P->n_times > 0 ? P->times[P->n_times - 1] : 0.0;
     b->h_next = P->max_step > 0.0 ? P->max_step : (span > 0.0 ? span / 64.0 : INFINITY);
     b->steps = 0;
+    b->enclosures = 0;
+    b->span = IV_SPAN_MIN;
+    b->single_until = 0;
+    b->span_streak = 0;
     for (int i = 0; i < IV_D; ++i) {
         ival box = i < IV_N ? s->X[i] : b->c_box[iv_varied(i - IV_N)];
         if (!iv_is_finite(box))
@@ -427,6 +474,40 @@ SBMLGPU_HD int iv_box_compare(iv_box *b, const iv_problem *P, int m, const ival 
     return IV_RUNNING;
 }
 
+/* A span check: the data times m .. last (inside the step just taken, before its end)
+   at once, from one enclosure over the span of their times. 1: every measurement of
+   those times holds that enclosure's output inside its data interval, so each time
+   alone would too (its own enclosure lies inside the span's): the times are passed with
+   the verdicts that checking them one by one would give. 0: not shown (then they are
+   checked one by one: what they decide, and in which order, stays theirs). */
+SBMLGPU_HD int iv_span_inside(const iv_box *b, const iv_problem *P, int m, int last,
+                              const iv_scratch *w)
+{
+    ival T = iv_make(P->times[m], P->times[last]);
+    ival X[IV_N];
+    if (!iv_dense(w, T, X))
+        return 0;
+    ival y[IV_NY > 0 ? IV_NY : 1];
+    iv_outputs(X, b->c_box, T, y);
+    for (int k = P->first[m]; k < P->first[last + 1]; ++k)
+        if (!iv_subset(y[P->output[k]], iv_make(P->lower[k], P->upper[k])))
+            return 0;
+    return 1;
+}
+
+/* The data times of the step just taken that one span check may cover: from m up to
+   b->span of them, before the step's end (0: fewer than two). */
+SBMLGPU_HD int iv_span_last(const iv_box *b, const iv_problem *P, int m)
+{
+    if (P->span_max < 2 || m < b->single_until)
+        return 0;
+    int last = m;
+    int end = m + b->span < P->n_times ? m + b->span : P->n_times;
+    while (last + 1 < end && P->times[last + 1] < b->s.t)
+        ++last;
+    return last > m ? last : 0;
+}
+
 /* Go on with a box for at most `budget` attempted steps (a step that fails and is
    halved counts). Returns IV_RUNNING (budget used up), or the box's verdict.
    record (or NULL): the box of x at every data time, record[m*IV_N + i], and the
@@ -445,8 +526,31 @@ SBMLGPU_HD int iv_box_advance(iv_box *b, const iv_problem *P, long long budget,
         if (P->times[b->m] <= s->t) {
             ival dense[IV_N];
             const ival *X = s->X;
+            /* several times at once where the box is well inside their data: the span
+               doubles while that holds, halves (and tries again) where it does not; where
+               even the shortest span fails the box is near its data's bounds there, and
+               the next IV_SPAN_SINGLES times are checked one by one */
+            int span_end = record ? 0 : iv_span_last(b, P, b->m);
+            if (span_end) {
+                ++b->enclosures;
+                if (iv_span_inside(b, P, b->m, span_end, w)) {
+                    b->m = span_end + 1;
+                    if (++b->span_streak >= IV_SPAN_STREAK) {
+                        b->span = 2 * b->span < P->span_max ? 2 * b->span : P->span_max;
+                        b->span_streak = 0;
+                    }
+                    continue;
+                }
+                b->span_streak = 0;
+                if (b->span > IV_SPAN_MIN) {
+                    b->span = b->span / 2 > IV_SPAN_MIN ? b->span / 2 : IV_SPAN_MIN;
+                    continue;
+                }
+                b->single_until = b->m + IV_SPAN_SINGLES;
+            }
             if (P->times[b->m] < s->t) {
-                if (!iv_dense(w, P->times[b->m], dense)) {
+                ++b->enclosures;
+                if (!iv_dense(w, iv_point(P->times[b->m]), dense)) {
                     verdict = IV_FAILED;
                     break;
                 }
@@ -466,17 +570,18 @@ SBMLGPU_HD int iv_box_advance(iv_box *b, const iv_problem *P, long long budget,
         if (budget-- <= 0)
             return IV_RUNNING;
         double h = fmin(b->h_next, last - s->t);
-        double t1 = h >= last - s->t ? last : s->t + h;
+        /* a step that would stop just short of the last time goes to it (no sliver) */
+        double t1 = h * (1.0 + 1e-6) >= last - s->t ? last : s->t + h;
         /* the last halving accepts any remainder: the step is sound anyway */
         double tolerance = b->halvings < P->max_halvings ? P->tolerance : INFINITY;
         int ok = t1 > s->t ? iv_step(s, t1, b->c_box, b->c_mid, tolerance, w) : -1;
         if (ok == 1) {
             ++b->steps;
             b->halvings = 0;
-            b->h_next = fmin(2.0 * h, limit);
+            b->h_next = fmin(iv_step_factor(P->step_rule, 1, w->excess) * h, limit);
         } else if (ok == 0 && b->halvings < P->max_halvings) {
             ++b->halvings;
-            b->h_next = 0.5 * h;
+            b->h_next = iv_step_factor(P->step_rule, 0, w->excess) * h;
         } else {
             verdict = IV_FAILED;
         }
