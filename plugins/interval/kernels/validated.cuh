@@ -475,18 +475,15 @@ SBMLGPU_HD int iv_box_compare(iv_box *b, const iv_problem *P, int m, const ival 
 }
 
 /* A span check: the data times m .. last (inside the step just taken, before its end)
-   at once, from one enclosure over the span of their times. 1: every measurement of
-   those times holds that enclosure's output inside its data interval, so each time
+   at once, from X, one enclosure over the span of their times T. 1: every measurement
+   of those times holds that enclosure's output inside its data interval, so each time
    alone would too (its own enclosure lies inside the span's): the times are passed with
    the verdicts that checking them one by one would give. 0: not shown (then they are
-   checked one by one: what they decide, and in which order, stays theirs). */
+   checked in shorter spans or one by one: what they decide, and in which order, stays
+   theirs). */
 SBMLGPU_HD int iv_span_inside(const iv_box *b, const iv_problem *P, int m, int last,
-                              const iv_scratch *w)
+                              const ival *X, ival T)
 {
-    ival T = iv_make(P->times[m], P->times[last]);
-    ival X[IV_N];
-    if (!iv_dense(w, T, X))
-        return 0;
     ival y[IV_NY > 0 ? IV_NY : 1];
     iv_outputs(X, b->c_box, T, y);
     for (int k = P->first[m]; k < P->first[last + 1]; ++k)
@@ -508,6 +505,27 @@ SBMLGPU_HD int iv_span_last(const iv_box *b, const iv_problem *P, int m)
     return last > m ? last : 0;
 }
 
+/* After a span check: a span that passed moves the box past its times, and after
+   IV_SPAN_STREAK passes in a row doubles; one that failed halves (its times are tried
+   again), and where even the shortest fails the box is near its data's bounds there:
+   the next IV_SPAN_SINGLES times are checked one by one. */
+SBMLGPU_HD void iv_span_done(iv_box *b, const iv_problem *P, int last, int inside)
+{
+    if (inside) {
+        b->m = last + 1;
+        if (++b->span_streak >= IV_SPAN_STREAK) {
+            b->span = 2 * b->span < P->span_max ? 2 * b->span : P->span_max;
+            b->span_streak = 0;
+        }
+        return;
+    }
+    b->span_streak = 0;
+    if (b->span > IV_SPAN_MIN)
+        b->span = b->span / 2 > IV_SPAN_MIN ? b->span / 2 : IV_SPAN_MIN;
+    else
+        b->single_until = b->m + IV_SPAN_SINGLES;
+}
+
 /* Go on with a box for at most `budget` attempted steps (a step that fails and is
    halved counts). Returns IV_RUNNING (budget used up), or the box's verdict.
    record (or NULL): the box of x at every data time, record[m*IV_N + i], and the
@@ -524,43 +542,35 @@ SBMLGPU_HD int iv_box_advance(iv_box *b, const iv_problem *P, long long budget,
         /* the data times reached: at the state's own time its box, earlier ones (inside
            the step just taken) by dense output */
         if (P->times[b->m] <= s->t) {
+            /* several times at once where the box is well inside their data (a span,
+               iv_span_done), else one. Either is one enclosure, from one call site: on
+               a GPU the lanes of a warp, each with its own box, run it together
+               whichever they check. */
+            int m = b->m;
+            int span_end = record ? 0 : iv_span_last(b, P, m);
+            ival T = span_end ? iv_make(P->times[m], P->times[span_end])
+                              : iv_point(P->times[m]);
             ival dense[IV_N];
             const ival *X = s->X;
-            /* several times at once where the box is well inside their data: the span
-               doubles while that holds, halves (and tries again) where it does not; where
-               even the shortest span fails the box is near its data's bounds there, and
-               the next IV_SPAN_SINGLES times are checked one by one */
-            int span_end = record ? 0 : iv_span_last(b, P, b->m);
-            if (span_end) {
+            int enclosed = 1;
+            if (span_end || P->times[m] < s->t) {
                 ++b->enclosures;
-                if (iv_span_inside(b, P, b->m, span_end, w)) {
-                    b->m = span_end + 1;
-                    if (++b->span_streak >= IV_SPAN_STREAK) {
-                        b->span = 2 * b->span < P->span_max ? 2 * b->span : P->span_max;
-                        b->span_streak = 0;
-                    }
-                    continue;
-                }
-                b->span_streak = 0;
-                if (b->span > IV_SPAN_MIN) {
-                    b->span = b->span / 2 > IV_SPAN_MIN ? b->span / 2 : IV_SPAN_MIN;
-                    continue;
-                }
-                b->single_until = b->m + IV_SPAN_SINGLES;
-            }
-            if (P->times[b->m] < s->t) {
-                ++b->enclosures;
-                if (!iv_dense(w, iv_point(P->times[b->m]), dense)) {
-                    verdict = IV_FAILED;
-                    break;
-                }
+                enclosed = iv_dense(w, T, dense);
                 X = dense;
+            }
+            if (span_end) {
+                iv_span_done(b, P, span_end, enclosed && iv_span_inside(b, P, m, span_end, X, T));
+                continue;
+            }
+            if (!enclosed) {
+                verdict = IV_FAILED;
+                break;
             }
             if (record) {
                 for (int i = 0; i < IV_N; ++i)
-                    record[b->m * IV_N + i] = X[i];
+                    record[m * IV_N + i] = X[i];
             } else {
-                verdict = iv_box_compare(b, P, b->m, X);
+                verdict = iv_box_compare(b, P, m, X);
             }
             ++b->m;
             continue;
