@@ -345,9 +345,26 @@ extern "C" __global__ void iv_persistent(
             continue;
         }
 
-        /* 5. advance: a few steps, so that idle lanes wait at most `budget` steps */
-        if (have && verdict == IV_RUNNING)
-            verdict = iv_box_advance(&box, &P, budget, 0, &w);
+        /* 5. advance: a few steps, so that idle lanes wait at most `budget` steps. The
+              lanes of the warp work in step: while one has a data time to check, the
+              lanes whose next work is a Taylor step wait, and then they all step
+              together (a warp whose lanes are in both would run each path in turn on
+              every round: the data times' work and the steps' are each done once for
+              the warp). Every lane reaches each ballot: the loop is the warp's. */
+        long long steps_left = budget;
+        for (;;) {
+            int running = have && verdict == IV_RUNNING;
+            int check = running && iv_box_check_due(&box, &P);
+            int step = running && !check && steps_left > 0;
+            unsigned checking = __ballot_sync(IV_FULL_WARP, check);
+            unsigned stepping = __ballot_sync(IV_FULL_WARP, step);
+            if (!checking && !stepping)
+                break;
+            if (check || (step && !checking)) {
+                steps_left -= step;
+                verdict = iv_box_work(&box, &P, 0, &w);
+            }
+        }
 
         /* 6. verdicts, as sivia.Search.give: keep, drop, or bisect into the queue */
         int finished = have && verdict != IV_RUNNING;

@@ -374,19 +374,35 @@ typedef struct {
 
 /* How the next step's length is chosen (options.STEP_RULES, in this order):
    doubling: twice the last after a step, half after a failure;
-   predicted: from the remainder's width over its allowance (the remainder grows as h^p:
-   the step that would just meet it, times 0.9; at most 4x longer, at least 10x shorter,
-   and half after a failed a-priori enclosure, which gives no such measure). Either way
-   each step is proved; the rule only decides how many tries and steps a box takes. */
+   predicted: from the remainder's width over its allowance, `excess` (the remainder
+   grows about as h^p: 0.9 excess^(-1/p) would just meet it): the power of two at or
+   below that, from 4 down to 1 after a step and from 1/2 down to 1/8 after a failure;
+   half after a failed a-priori enclosure, which gives no such measure. Powers of two
+   keep the lengths exact, the same on the host and the GPU (no pow, whose last bits
+   differ between them), and the same for boxes that grow alike (lanes of a warp in
+   step). Either way each step is proved; the rule only decides how many tries and
+   steps a box takes. */
 #define IV_STEPS_DOUBLING 0
 #define IV_STEPS_PREDICTED 1
+
+/* c^p, p = SBMLGPU_TAYLOR_ORDER: excess <= (0.9 / factor)^p is 0.9 excess^(-1/p) >= factor */
+SBMLGPU_HD double iv_order_power(double c)
+{
+    double power = 1.0;
+    for (int k = 0; k < SBMLGPU_TAYLOR_ORDER; ++k)
+        power *= c;
+    return power;
+}
 
 SBMLGPU_HD double iv_step_factor(int rule, int accepted, double excess)
 {
     if (rule != IV_STEPS_PREDICTED || !(excess > 0.0))
         return accepted ? 2.0 : 0.5;
-    double f = 0.9 * pow(excess, -1.0 / SBMLGPU_TAYLOR_ORDER);
-    return accepted ? fmin(fmax(f, 1.0), 4.0) : fmin(fmax(f, 0.1), 0.5);
+    if (accepted)
+        return excess <= iv_order_power(0.9 / 4.0) ? 4.0
+             : excess <= iv_order_power(0.9 / 2.0) ? 2.0 : 1.0;
+    return excess <= iv_order_power(0.9 / 0.5) ? 0.5
+         : excess <= iv_order_power(0.9 / 0.25) ? 0.25 : 0.125;
 }
 
 #define IV_RUNNING (-1)
@@ -526,46 +542,46 @@ SBMLGPU_HD void iv_span_done(iv_box *b, const iv_problem *P, int last, int insid
         b->single_until = b->m + IV_SPAN_SINGLES;
 }
 
-/* Go on with a box for at most `budget` attempted steps (a step that fails and is
-   halved counts). Returns IV_RUNNING (budget used up), or the box's verdict.
+/* The box's next piece of work is not a Taylor step: a data time to check (in the
+   step just taken, or at its end), or, every time passed, its verdict. */
+SBMLGPU_HD int iv_box_check_due(const iv_box *b, const iv_problem *P)
+{
+    return b->m >= P->n_times || P->times[b->m] <= b->s.t;
+}
+
+/* One piece of work on a box: a data time checked (or a span of them, or its record
+   kept), or one Taylor step tried (a step that fails and is shortened counts), or,
+   once every data time is passed, the verdict. Returns IV_RUNNING or the verdict.
    record (or NULL): the box of x at every data time, record[m*IV_N + i], and the
    data are not compared (the enclosure is carried to the last time; entire where
    it was not reached). */
-SBMLGPU_HD int iv_box_advance(iv_box *b, const iv_problem *P, long long budget,
-                              ival *record, iv_scratch *w)
+SBMLGPU_HD int iv_box_work(iv_box *b, const iv_problem *P, ival *record, iv_scratch *w)
 {
     iv_state *s = &b->s;
-    double limit = P->max_step > 0.0 ? P->max_step : INFINITY;
-    double last = P->n_times > 0 ? P->times[P->n_times - 1] : 0.0;
     int verdict = IV_RUNNING;
-    while (verdict == IV_RUNNING && b->m < P->n_times) {
+    if (b->m < P->n_times && P->times[b->m] <= s->t) {
         /* the data times reached: at the state's own time its box, earlier ones (inside
-           the step just taken) by dense output */
-        if (P->times[b->m] <= s->t) {
-            /* several times at once where the box is well inside their data (a span,
-               iv_span_done), else one. Either is one enclosure, from one call site: on
-               a GPU the lanes of a warp, each with its own box, run it together
-               whichever they check. */
-            int m = b->m;
-            int span_end = record ? 0 : iv_span_last(b, P, m);
-            ival T = span_end ? iv_make(P->times[m], P->times[span_end])
-                              : iv_point(P->times[m]);
-            ival dense[IV_N];
-            const ival *X = s->X;
-            int enclosed = 1;
-            if (span_end || P->times[m] < s->t) {
-                ++b->enclosures;
-                enclosed = iv_dense(w, T, dense);
-                X = dense;
-            }
-            if (span_end) {
-                iv_span_done(b, P, span_end, enclosed && iv_span_inside(b, P, m, span_end, X, T));
-                continue;
-            }
-            if (!enclosed) {
-                verdict = IV_FAILED;
-                break;
-            }
+           the step just taken) by dense output; several times at once where the box
+           is well inside their data (a span, iv_span_done), else one. Either is one
+           enclosure, from one call site: on a GPU the lanes of a warp, each with its
+           own box, run it together whichever they check. */
+        int m = b->m;
+        int span_end = record ? 0 : iv_span_last(b, P, m);
+        ival T = span_end ? iv_make(P->times[m], P->times[span_end])
+                          : iv_point(P->times[m]);
+        ival dense[IV_N];
+        const ival *X = s->X;
+        int enclosed = 1;
+        if (span_end || P->times[m] < s->t) {
+            ++b->enclosures;
+            enclosed = iv_dense(w, T, dense);
+            X = dense;
+        }
+        if (span_end) {
+            iv_span_done(b, P, span_end, enclosed && iv_span_inside(b, P, m, span_end, X, T));
+        } else if (!enclosed) {
+            verdict = IV_FAILED;
+        } else {
             if (record) {
                 for (int i = 0; i < IV_N; ++i)
                     record[m * IV_N + i] = X[i];
@@ -573,12 +589,12 @@ SBMLGPU_HD int iv_box_advance(iv_box *b, const iv_problem *P, long long budget,
                 verdict = iv_box_compare(b, P, m, X);
             }
             ++b->m;
-            continue;
         }
+    } else if (b->m < P->n_times) {
         /* a step towards the last data time, as long as the a-priori enclosure and the
            remainder's tolerance allow: the data times it passes cost iv_dense only */
-        if (budget-- <= 0)
-            return IV_RUNNING;
+        double limit = P->max_step > 0.0 ? P->max_step : INFINITY;
+        double last = P->times[P->n_times - 1];
         double h = fmin(b->h_next, last - s->t);
         /* a step that would stop just short of the last time goes to it (no sliver) */
         double t1 = h * (1.0 + 1e-6) >= last - s->t ? last : s->t + h;
@@ -602,8 +618,22 @@ SBMLGPU_HD int iv_box_advance(iv_box *b, const iv_problem *P, long long budget,
         for (int m = b->m; m < P->n_times; ++m)  /* not reached */
             for (int i = 0; i < IV_N; ++i)
                 record[m * IV_N + i] = iv_entire();
-    if (verdict == IV_RUNNING)  /* every time passed */
+    if (verdict == IV_RUNNING && b->m >= P->n_times)  /* every time passed */
         verdict = b->inside ? IV_FEASIBLE : IV_UNDECIDED;
+    return verdict;
+}
+
+/* Go on with a box for at most `budget` attempted steps. Returns IV_RUNNING (budget
+   used up), or the box's verdict (record: as iv_box_work). */
+SBMLGPU_HD int iv_box_advance(iv_box *b, const iv_problem *P, long long budget,
+                              ival *record, iv_scratch *w)
+{
+    int verdict = IV_RUNNING;
+    while (verdict == IV_RUNNING) {
+        if (!iv_box_check_due(b, P) && budget-- <= 0)
+            return IV_RUNNING;
+        verdict = iv_box_work(b, P, record, w);
+    }
     return verdict;
 }
 
