@@ -106,3 +106,14 @@ def test_resident_warps_can_be_capped():
     assert P.resident_blocks(props, regs, 64, warps_per_sm=4) == 2
     assert P.resident_blocks(props, regs, 64, warps_per_sm=64) == 16  # no more than fit
     assert P.resident_blocks(props, regs, 128, warps_per_sm=2) == 1  # never none
+
+
+def test_the_span_default_is_the_engines():
+    """--span -1: spans on the host, each time alone on a GPU (where they did not pay);
+    a span given is taken on either."""
+    from sbmlgpu.plugins.interval.options import IntervalOptions
+    from sbmlgpu.plugins.interval.program import GPU_SPAN, HOST_SPAN, _limits
+    assert IntervalOptions().span == -1
+    assert _limits(IntervalOptions()).span == HOST_SPAN == 256
+    assert _limits(IntervalOptions(), gpu=True).span == GPU_SPAN == 0
+    assert _limits(IntervalOptions(span=16), gpu=True).span == 16

@@ -48,6 +48,12 @@ GPU_CHUNK = 4096
 HOST_CHUNK_PER_CORE = 16
 #: 2**15 boxes to start with: an H100 holds ~34,000 threads of this kernel at once
 GPU_PRESPLIT = 15
+#: --span -1: data times one span check covers at most. The host engine: LV near the
+#: truth at epsilon 1e-5 (2 cores) 14.3 s without spans, 2.5 s with 256; SEIR-2P 11.4
+#: against 7.6 s. The GPU's persistent kernel (H200): no gain, SEIR-3P 2.8 s without and
+#: 3.6 s with 64 (a warp checks as many times as its slowest lane; docs/benchmarks.md)
+HOST_SPAN = 256
+GPU_SPAN = 0
 
 
 class IntervalProgram(Program):
@@ -124,7 +130,8 @@ class IntervalProgram(Program):
         with phase(profiler, "generate kernels"):
             source = interval_source(model, o.order)
         self._sources[source.name] = source.text
-        engines = _Engines(source, o.block_size, point, data, _limits(o, float(task.epsilon)))
+        engines = _Engines(source, o.block_size, point, data,
+                           _limits(o, float(task.epsilon), gpu=bool(devices)))
         with phase(profiler, "compile"):
             for device in devices or (None,):
                 engines.get(device)
@@ -215,7 +222,8 @@ class IntervalProgram(Program):
 
             with phase(profiler, "verdicts"):
                 done = engine.search(search, fixed_lo, fixed_hi, point, data,
-                                     _limits(o, float(task.epsilon)), QueueSettings.of(o),
+                                     _limits(o, float(task.epsilon), gpu=True),
+                                     QueueSettings.of(o),
                                      budget, progress)
         stopped = done.stopped
         left = search.stop() if stopped else 0
@@ -359,9 +367,10 @@ def _check_step_count(o: IntervalOptions, span: float) -> None:
                                       f"raise --max-step (0: as long as the data allow)")
 
 
-def _limits(o: IntervalOptions, epsilon: float = 0.0) -> Limits:
+def _limits(o: IntervalOptions, epsilon: float = 0.0, gpu: bool = False) -> Limits:
+    span = o.span if o.span >= 0 else (GPU_SPAN if gpu else HOST_SPAN)
     return Limits(float(epsilon), float(o.wide), float(o.max_step),
-                  float(o.tolerance), int(o.max_halvings), int(o.max_steps), int(o.span),
+                  float(o.tolerance), int(o.max_halvings), int(o.max_steps), int(span),
                   STEP_RULES.index(o.step_rule))
 
 

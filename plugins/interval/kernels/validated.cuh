@@ -375,17 +375,17 @@ typedef struct {
 /* How the next step's length is chosen (options.STEP_RULES, in this order):
    doubling: twice the last after a step, half after a failure;
    predicted: from the remainder's width over its allowance, `excess` (the remainder
-   grows about as h^p: 0.9 excess^(-1/p) would just meet it): the power of two at or
-   below that, from 4 down to 1 after a step and from 1/2 down to 1/8 after a failure;
-   half after a failed a-priori enclosure, which gives no such measure. Powers of two
-   keep the lengths exact, the same on the host and the GPU (no pow, whose last bits
-   differ between them), and the same for boxes that grow alike (lanes of a warp in
-   step). Either way each step is proved; the rule only decides how many tries and
-   steps a box takes. */
+   grows about as h^p: 0.9 excess^(-1/p) would just meet it): the largest of 4, 4 r,
+   4 r^2, ... (r = 2^(-1/4)) at or below that, but at least 1 after a step; 1/2, r/2,
+   ... down to 1/8 after a failure; half after a failed a-priori enclosure, which gives
+   no such measure. Products and quotients only, no pow (whose last bits differ between
+   the host and the GPU): the lengths are the same on both. Either way each step is
+   proved; the rule only decides how many tries and steps a box takes. */
 #define IV_STEPS_DOUBLING 0
 #define IV_STEPS_PREDICTED 1
+#define IV_STEP_RATIO 0.8408964152537145  /* 2^(-1/4): the factors' spacing */
 
-/* c^p, p = SBMLGPU_TAYLOR_ORDER: excess <= (0.9 / factor)^p is 0.9 excess^(-1/p) >= factor */
+/* c^p, p = SBMLGPU_TAYLOR_ORDER: excess <= (0.9 / f)^p is 0.9 excess^(-1/p) >= f */
 SBMLGPU_HD double iv_order_power(double c)
 {
     double power = 1.0;
@@ -398,11 +398,10 @@ SBMLGPU_HD double iv_step_factor(int rule, int accepted, double excess)
 {
     if (rule != IV_STEPS_PREDICTED || !(excess > 0.0))
         return accepted ? 2.0 : 0.5;
-    if (accepted)
-        return excess <= iv_order_power(0.9 / 4.0) ? 4.0
-             : excess <= iv_order_power(0.9 / 2.0) ? 2.0 : 1.0;
-    return excess <= iv_order_power(0.9 / 0.5) ? 0.5
-         : excess <= iv_order_power(0.9 / 0.25) ? 0.25 : 0.125;
+    double f = accepted ? 4.0 : 0.5, least = accepted ? 1.0 : 0.125;
+    while (f > least && !(excess <= iv_order_power(0.9 / f)))
+        f *= IV_STEP_RATIO;
+    return fmax(f, least);
 }
 
 #define IV_RUNNING (-1)
@@ -421,8 +420,24 @@ typedef struct {
     long long enclosures;  /* evaluated at data times inside steps (a span: one) */
     int span;        /* data times the next span check covers */
     int single_until;  /* data times before this index are checked one at a time */
+    int step_end;      /* the first data time at or after s.t (iv_first_at_or_after) */
     int span_streak;   /* span checks passed since the span last changed */
 } iv_box;
+
+/* The first data time at or after t, from index `from` on (n_times: none); by
+   bisection, once a step: the spans then know where the step ends without a scan. */
+SBMLGPU_HD int iv_first_at_or_after(const iv_problem *P, int from, double t)
+{
+    int lo = from, hi = P->n_times;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (P->times[mid] < t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
 
 /* Start a box (q_lo, q_hi: IV_NQ each; point: IV_NC constants). IV_RUNNING, or
    IV_FAILED when the initial values are not finite. */
@@ -452,6 +467,7 @@ SBMLGPU_HD int iv_box_start(iv_box *b, const double *q_lo, const double *q_hi,
     b->span = IV_SPAN_MIN;
     b->single_until = 0;
     b->span_streak = 0;
+    b->step_end = iv_first_at_or_after(P, 0, 0.0);
     for (int i = 0; i < IV_D; ++i) {
         ival box = i < IV_N ? s->X[i] : b->c_box[iv_varied(i - IV_N)];
         if (!iv_is_finite(box))
@@ -514,10 +530,7 @@ SBMLGPU_HD int iv_span_last(const iv_box *b, const iv_problem *P, int m)
 {
     if (P->span_max < 2 || m < b->single_until)
         return 0;
-    int last = m;
-    int end = m + b->span < P->n_times ? m + b->span : P->n_times;
-    while (last + 1 < end && P->times[last + 1] < b->s.t)
-        ++last;
+    int last = (m + b->span < b->step_end ? m + b->span : b->step_end) - 1;
     return last > m ? last : 0;
 }
 
@@ -604,6 +617,7 @@ SBMLGPU_HD int iv_box_work(iv_box *b, const iv_problem *P, ival *record, iv_scra
         if (ok == 1) {
             ++b->steps;
             b->halvings = 0;
+            b->step_end = iv_first_at_or_after(P, b->m, s->t);
             b->h_next = fmin(iv_step_factor(P->step_rule, 1, w->excess) * h, limit);
         } else if (ok == 0 && b->halvings < P->max_halvings) {
             ++b->halvings;
