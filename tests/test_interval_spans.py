@@ -65,14 +65,6 @@ def test_span_checks_give_the_paving_of_single_times(name, request):
     assert 0 < spans.statistics["data_enclosures"] < share * alone.statistics["data_enclosures"]
 
 
-def test_a_span_of_one_is_each_time_alone(lv_dense):
-    unknown, epsilon, _ = CASES["lv"]
-    one = search(lv_dense, unknown, epsilon, span=1)
-    alone = search(lv_dense, unknown, epsilon, span=0)
-    assert np.array_equal(rows_of(one), rows_of(alone))
-    assert one.statistics["data_enclosures"] == alone.statistics["data_enclosures"]
-
-
 @pytest.mark.parametrize("rule", ["doubling", "predicted"])
 def test_both_step_rules_keep_the_truth(lv_dense, rule):
     """Each rule proves every step it takes; neither rejects the parameters the data
@@ -87,9 +79,9 @@ def test_both_step_rules_keep_the_truth(lv_dense, rule):
                                                        rel=1e-9)
 
 
-def test_the_predicted_rule_takes_fewer_tries(lv_dense):
-    """Its steps follow the remainder's measured growth: fewer Taylor steps than
-    doubling and halving on the same search (the measured cause of the rule)."""
+def test_the_predicted_rule_takes_fewer_steps(lv_dense):
+    """Its steps follow the remainder's measured growth: fewer Taylor steps per box
+    than doubling and halving on the same search (the measured cause of the rule)."""
     unknown, epsilon, _ = CASES["lv"]
     doubling = search(lv_dense, unknown, epsilon, step_rule="doubling")
     predicted = search(lv_dense, unknown, epsilon, step_rule="predicted")

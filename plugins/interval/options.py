@@ -80,10 +80,11 @@ class IntervalOptions(BackendOptions):
                                       "32 are")
     fetch_idle: int = option(8, "persistent kernel, eager fetch: idle lanes (of a warp's "
                                 "32) that make the warp fetch", minimum=1, maximum=32)
-    warps_per_sm: int = option(2, "persistent kernel: resident warps per SM at most (0: as "
-                                  "many as its registers allow; fewer keep each lane's local "
-                                  "memory, its Taylor pieces, nearer in the caches: 2 "
-                                  "measured 1.1-1.2x faster than 8 on an H200)",
+    warps_per_sm: int = option(2, "persistent kernel: resident warps per SM at most, but "
+                                  "one block at least (0: as many as its registers allow; "
+                                  "fewer keep each lane's local memory, its Taylor pieces, "
+                                  "nearer in the caches: 2 measured 1.1-1.2x faster than 8 "
+                                  "on an H200)",
                                minimum=0, maximum=64)
     step_budget: int = option(8, "persistent kernel: Taylor steps a lane tries before its "
                                  "warp looks for idle lanes", minimum=1)

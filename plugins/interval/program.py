@@ -49,8 +49,8 @@ HOST_CHUNK_PER_CORE = 16
 #: 2**15 boxes to start with: an H100 holds ~34,000 threads of this kernel at once
 GPU_PRESPLIT = 15
 #: --span -1: data times one span check covers at most. The host engine: LV near the
-#: truth at epsilon 1e-5 (2 cores) 14.3 s without spans, 2.5 s with 256; SEIR-2P 11.4
-#: against 7.6 s. The GPU's persistent kernel (H200): no gain, SEIR-3P 2.8 s without and
+#: truth at epsilon 1e-5 (2 cores) 14.5 s without spans, 2.4 s with 256; SEIR-2P 11.6
+#: against 7.5 s. The GPU's persistent kernel (H200): no gain, SEIR-3P 2.8 s without and
 #: 3.6 s with 64 (a warp checks as many times as its slowest lane; docs/benchmarks.md)
 HOST_SPAN = 256
 GPU_SPAN = 0

@@ -15,8 +15,8 @@
      inside A proves that every solution from X stays in A (epsilon inflation,
      IV_APRIORI_TRIES tries; none: the step fails and the caller halves h);
   2. remainder  R = x_p(A) H^p  (the Lagrange form: x_p over A encloses x^(p)(xi)/p!);
-     wider than the tolerance: the caller halves h (accuracy only: the last allowed
-     halving accepts any remainder);
+     wider than the tolerance: the caller shortens h by iv_step_factor (accuracy
+     only: the last allowed try accepts any remainder);
   3. Taylor polynomial at the centre: u = sum_{k<p} x_k(zhat) H^k;
   4. its Jacobian over the box: S = sum_{k<p} V_k(X, Q) H^k (x rows; q rows 0 | I);
   5. mean value theorem: x(t1) in u + R + S (z - zhat), z in (X, Q). Lohner's form keeps
