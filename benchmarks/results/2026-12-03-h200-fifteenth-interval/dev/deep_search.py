@@ -1,9 +1,17 @@
-"""A deep SIVIA near the truth on the host: the levels that decide the real runs."""
-import sys, time, json
+"""A deep SIVIA near the truth on the host: the levels that decide the real runs.
+
+    python3 deep_search.py CASE DELTA EPSILON [option=value ...]   (from the project root)
+
+The thesis's data come from benchmarks/interval_data.py, written into $IVDATA (made
+there when it has no lv.csv; default /tmp/ivdata)."""
+import os, subprocess, sys, time, json
 import sbmlgpu
 case, delta, eps = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
 opts = dict(a.split("=") for a in sys.argv[4:])
-root = "/tmp/w/iv3/interval_data/"
+root = os.environ.get("IVDATA", "/tmp/ivdata") + "/"
+if not os.path.exists(root + "lv.csv"):
+    subprocess.run([sys.executable, "benchmarks/interval_data.py", "--out", root], check=True,
+                   stdout=subprocess.DEVNULL)
 if case == "lv":
     model, data, truth = "sbml_models/lotka_volterra.xml", root + "lv.csv", {"p2": 0.01, "p4": 0.02}
 else:
